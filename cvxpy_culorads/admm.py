@@ -1,0 +1,160 @@
+"""Phase II: the low-rank ADMM splitting X = U V' with U = V enforced by a penalty.
+
+With M = -lambda - rho b and S = s C + A*(M), one sweep solves the two well-conditioned linear
+systems
+
+    (I + A*(A(. V')) V) U = V - S V / rho,      (I + A*(A(. U')) U) V = U - S U / rho,
+
+each by conjugate gradients warm-started at the current factor (the operator is I + J'J, so CG
+converges quickly), then averages R = (U + V) / 2, recomputes A(R R') and takes the multiplier step
+lambda <- lambda - rho (A(R R') - b). Unlike LoRADS, which sweeps the PSD blocks one at a time, all
+blocks (and the nonnegative variables, rank-one rows of the same factor) are updated together: the
+joint system is still I + J'J, one CG solve replaces K of them, and the update is the exact
+minimiser over all of U at once. The penalty grows by 1.2 every 5 sweeps up to a cap that is raised
+when the infeasibility stagnates. U V' is neither symmetric nor PSD until U = V, so a penalty far
+too small for the objective lets the iterates run away (seen on arch0 straight after the switch):
+when the infeasibility grows far beyond its value at the switch, the phase restarts from the
+switch point with a larger penalty. The phase is a generator of ``Progress`` rows, one per sweep.
+"""
+from __future__ import annotations
+
+import math
+from collections import deque
+
+from .state import Progress, SolverState
+
+__all__ = ["ADMMPhase", "conjugate_gradient"]
+
+RHO_EVERY, RHO_GROWTH = 5, 1.2
+STAGNATION_WINDOW, STAGNATION_RATIO = 500, 0.65
+RHO_CEILING_FACTOR = 200.0  # hard ceiling on rho: 200 * rho_max
+DIVERGENCE_FACTOR = 100.0  # infeasibility growth over its value at the start that triggers a restart
+RESTART_RHO_FACTOR, MAX_RESTARTS = 4.0, 6
+CG_MAX_ITER, CG_RESTART = 800, 20
+
+
+def conjugate_gradient(apply, rhs, x, tol: float, backend, check_every: int = 1):
+    """Solve apply(x) = rhs from the start ``x`` (overwritten) until ||r||_2 <= tol ||rhs||_1.
+
+    Residuals are recomputed and directions restarted every ``CG_RESTART`` iterations (cheap
+    insurance against drift); convergence is read back to the host every ``check_every`` iterations
+    only. Returns (x, iterations).
+    """
+    xp = backend.xp
+    threshold = tol * float(xp.abs(rhs).sum())
+    iterations = 0
+    while iterations < CG_MAX_ITER:
+        r = rhs - apply(x)
+        p = r.copy()
+        rr = xp.vdot(r, r)
+        for inner in range(CG_RESTART):
+            if (iterations + inner) % check_every == 0 and math.sqrt(float(rr)) <= threshold:
+                return x, iterations + inner
+            Ap = apply(p)
+            alpha = rr / xp.vdot(p, Ap)
+            x += alpha * p
+            r -= alpha * Ap
+            rr_new = xp.vdot(r, r)
+            p *= rr_new / rr
+            p += r
+            rr = rr_new
+        iterations += CG_RESTART
+    return x, iterations
+
+
+class ADMMPhase:
+    """Phase II on a :class:`SolverState`; iterate with ``for progress in phase.run(): ...``."""
+
+    def __init__(self, op, state: SolverState, settings, norms, *, max_sweeps: int, reopt: bool,
+                 rho_max: float):
+        self.op, self.state, self.settings, self.norms = op, state, settings, norms
+        self.backend = op.backend
+        self.xp = op.backend.xp
+        self.max_sweeps = max_sweeps
+        self.reopt = reopt
+        self.rho_max = rho_max
+        self.sweeps = 0
+        self.cg_iterations = 0
+        self.converged = False
+        self.failed = False
+        self.U = state.R.copy()
+        self.V = state.R.copy()
+        self.restarts = 0
+
+    def _solve_factor(self, cost, fixed, start, tol, check_every):
+        """The minimiser over one factor with the other one ``fixed``, by CG from ``start``."""
+        op, rho = self.op, self.state.rho
+
+        def normal_operator(Z):  # Z -> Z + A*(A(sym(Z F'))) F
+            multipliers = op.constraints(op.sample(Z, fixed))
+            return Z + op.adjoint_times(op.adjoint_data(multipliers, 0.0), fixed)
+
+        rhs = fixed - op.adjoint_times(cost, fixed) / rho
+        solution, iterations = conjugate_gradient(normal_operator, rhs, start, tol, self.backend, check_every)
+        self.cg_iterations += iterations
+        return solution
+
+    def run(self):
+        """Sweeps until converged; restarts from the start point with a larger penalty on divergence."""
+        st = self.state
+        start_R, start_lam, start_rho = st.R.copy(), st.lam.copy(), st.rho
+        while True:
+            diverged = yield from self._sweeps()
+            if not diverged or self.restarts >= MAX_RESTARTS:
+                self.failed = diverged
+                return
+            self.restarts += 1
+            start_rho *= RESTART_RHO_FACTOR
+            self.rho_max = max(self.rho_max, start_rho)
+            st.R, st.lam, st.rho = start_R.copy(), start_lam.copy(), start_rho
+            self.U, self.V = start_R.copy(), start_R.copy()
+
+    def _sweeps(self):
+        """ADMM sweeps; returns True if the iterates diverged."""
+        st, op, tol = self.state, self.op, self.settings.tol
+        cap = self.rho_max
+        ceiling = RHO_CEILING_FACTOR * max(self.settings.rho_max, cap)
+        st.rho = min(st.rho, cap)
+        window: deque[float] = deque(maxlen=10)
+        previous_mean = math.inf
+        start_pinf = None
+        pinf = math.inf
+        check_every = 4 if self.backend.is_gpu else 1
+        for _ in range(self.max_sweeps):
+            cost = op.adjoint_data(-st.lam - st.rho * op.b, st.c_scale)
+            cg_tol = max(min((1e-4 if self.reopt else 1e-2) * pinf, 1e-8), 1e-14)
+            self.U = self._solve_factor(cost, self.V, self.U, cg_tol, check_every)
+            self.V = self._solve_factor(cost, self.U, self.V, cg_tol, check_every)
+            st.R = 0.5 * (self.U + self.V)
+            w = op.sample(st.R)
+            st.Avals = op.constraints(w)
+            st.objective = float(op.objective(w))
+            residual = st.Avals - op.b
+            residual_norm = float(self.xp.linalg.norm(residual))
+            st.lam = st.lam - st.rho * residual
+            self.sweeps += 1
+            progress = Progress.measure("ADMM", self.sweeps, residual_norm, st.objective,
+                                        st.dual_objective(op.b), self.norms, st.rho, st.ranks)
+            pinf = progress.primal_infeasibility
+            yield progress
+            if start_pinf is None:
+                start_pinf = max(progress.primal_infeasibility_inf, tol)
+            if not progress.finite or progress.primal_infeasibility_inf > DIVERGENCE_FACTOR * start_pinf:
+                return True
+            if self.reopt:
+                done = progress.primal_infeasibility <= tol and progress.gap <= tol
+            else:
+                done = progress.primal_infeasibility_inf <= tol
+            if done or (progress.gap <= 1e-3 * tol and progress.primal_infeasibility <= 1e-3 * tol):
+                self.converged = True
+                return False
+            window.append(progress.primal_infeasibility_inf)
+            if self.sweeps % RHO_EVERY == 0:
+                st.rho = min(st.rho * RHO_GROWTH, cap)
+            if st.rho >= cap and self.sweeps % STAGNATION_WINDOW == 0:
+                mean = sum(window) / len(window)
+                if mean >= STAGNATION_RATIO * previous_mean:
+                    cap = min(cap * RHO_GROWTH ** 4, ceiling)
+                    st.rho = cap
+                previous_mean = mean
+        return False

@@ -1,0 +1,240 @@
+"""Phase I: the augmented Lagrangian method on the Burer-Monteiro factorisation X = R R'.
+
+For fixed multipliers lambda and penalty rho the phase minimises
+
+    L(R) = s <C, R R'> - lambda'(A(R R') - b) + rho/2 ||A(R R') - b||^2
+
+by L-BFGS, each step with the exact line search: along R + tau D the merit is a quartic in tau
+whose coefficients come from one sampled product (sym(R D') and D D' on Omega) and one sparse
+product, so the minimiser is a root of a cubic. A subproblem ends when the gradient certificate
+eta = ||grad L||_F / (1 + s ||C||_inf) falls below 0.1 / rho; then lambda <- lambda - rho (A(X) - b).
+Subproblems repeat at fixed rho until one is easy (few steps), then rho doubles; a run of hard
+subproblems grows every rank by a factor (the "dynamic rank" of LoRADS). The phase is a generator
+of ``Progress`` rows, one per L-BFGS step, so the driver owns the loop (time limits, logging);
+it ends when the primal infeasibility reaches ``phase1_tol`` (the switch to ADMM), or when its
+outer-iteration budget is spent.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .state import Progress, SolverState, widen_factor
+
+__all__ = ["ALMPhase", "quartic_minimiser"]
+
+EASY, MEDIUM, HARD = 20, 100, 400  # L-BFGS steps per subproblem that classify its difficulty
+RANK_TRIGGER = 15  # accumulated difficulty that grows the ranks
+MAX_SUBPROBLEM_STEPS = 800
+MAX_OUTER_STEPS = 5000  # L-BFGS steps at one penalty before rho is raised regardless
+TAU_MAX = 1e3  # longest step of the line search (the direction is scaled by L-BFGS)
+
+
+def quartic_minimiser(a: float, b: float, c: float, d: float, tau_max: float = TAU_MAX) -> float:
+    """argmin over [0, tau_max] of a t^4 + b t^3 + c t^2 + d t (the merit change along a direction)."""
+    candidates = [0.0, tau_max]
+    roots = np.roots([4.0 * a, 3.0 * b, 2.0 * c, d]) if any((a, b, c, d)) else []
+    for root in np.atleast_1d(roots):
+        if abs(root.imag) <= 1e-8 * max(1.0, abs(root)) and 0.0 < root.real < tau_max:
+            candidates.append(float(root.real))
+    values = [((a * t + b) * t + c) * t * t + d * t for t in candidates]
+    return candidates[int(np.argmin(values))]
+
+
+class LBFGS:
+    """Limited-memory BFGS direction with H0 = gamma I; everything stays on the device.
+
+    Pairs with too little curvature (y's <= 1e-12 ||s|| ||y||) are given weight zero on the
+    device instead of being dropped on the host, so no synchronisation is needed.
+    """
+
+    def __init__(self, xp, memory: int):
+        self.xp, self.memory = xp, memory
+        self.pairs: list[tuple] = []
+
+    def reset(self) -> None:
+        self.pairs.clear()
+
+    def push(self, s, y) -> None:
+        xp = self.xp
+        sy, yy, ss = xp.vdot(s, y), xp.vdot(y, y), xp.vdot(s, s)
+        ok = sy > 1e-12 * xp.sqrt(ss * yy)
+        inv_sy = xp.where(ok, 1.0 / xp.where(ok, sy, 1.0), 0.0)
+        gamma = xp.where(ok, sy / xp.where(ok, yy, 1.0), 1.0)
+        self.pairs.append((s, y, inv_sy, gamma))
+        if len(self.pairs) > self.memory:
+            self.pairs.pop(0)
+
+    def direction(self, G):
+        xp = self.xp
+        q = G.copy()
+        alphas = []
+        for s, y, inv_sy, _ in reversed(self.pairs):
+            alpha = inv_sy * xp.vdot(s, q)
+            q -= alpha * y
+            alphas.append(alpha)
+        if self.pairs:
+            q *= self.pairs[-1][3]
+        for (s, y, inv_sy, _), alpha in zip(self.pairs, reversed(alphas)):
+            q += (alpha - inv_sy * xp.vdot(y, q)) * s
+        q *= -1.0
+        return q
+
+
+class ALMPhase:
+    """Phase I on a :class:`SolverState`; iterate with ``for progress in phase.run(): ...``."""
+
+    def __init__(self, op, state: SolverState, settings, norms, max_ranks, *, outer_budget: int,
+                 rho_factor: float = 2.0, grow_ranks: bool = True, switch_when_feasible: bool = True):
+        self.op, self.state, self.settings, self.norms = op, state, settings, norms
+        self.backend = op.backend
+        self.xp = op.backend.xp
+        self.max_ranks = list(max_ranks)
+        self.outer_budget = outer_budget
+        self.rho_factor = rho_factor
+        self.grow_ranks = grow_ranks
+        self.switch_when_feasible = switch_when_feasible
+        self.lbfgs = LBFGS(self.xp, settings.lbfgs_memory)
+        self.steps = 0
+        self.switch = False  # primal infeasibility reached phase1_tol: hand over to phase II
+        self.failed = False  # non-finite iterates
+        self.G = None
+        self.eta = math.inf
+
+    # ------------------------------------------------------------------ the loop
+    def run(self):
+        st, settings = self.state, self.settings
+        rank_flag, outers_since_rank_change = 0, 0
+        self._refresh()
+        for _ in range(self.outer_budget):
+            outer_steps = 0
+            while True:
+                steps = yield from self._subproblem()
+                outer_steps += steps
+                if self.switch or self.failed:
+                    return
+                self._update_multipliers()
+                if steps <= EASY:
+                    rank_flag = 0
+                else:
+                    rank_flag += 2 if steps <= MEDIUM else 3 if steps < HARD else 4
+                converged = self.eta <= 0.1 / st.rho
+                rank_trigger = (self.grow_ranks and rank_flag >= RANK_TRIGGER and outers_since_rank_change >= 2
+                                and self._can_grow())
+                if steps <= EASY or converged or rank_trigger or outer_steps >= MAX_OUTER_STEPS:
+                    break
+            self._raise_penalty()
+            outers_since_rank_change += 1
+            if self.grow_ranks and rank_flag >= RANK_TRIGGER and outers_since_rank_change >= 2 and self._can_grow():
+                self._grow_ranks()
+                rank_flag, outers_since_rank_change = 0, 0
+            if self.switch or self.failed:
+                return
+
+    def _subproblem(self):
+        """L-BFGS on L(., lambda) at fixed rho; yields one Progress per step, returns the step count."""
+        self.lbfgs.reset()
+        for steps in range(MAX_SUBPROBLEM_STEPS):
+            progress, done = self._lbfgs_step()
+            yield progress
+            if done or self.switch or self.failed:
+                return steps
+        return MAX_SUBPROBLEM_STEPS
+
+    # ------------------------------------------------------------------ one L-BFGS step
+    def _lbfgs_step(self) -> tuple[Progress, bool]:
+        xp, op, st = self.xp, self.op, self.state
+        rho, s = st.rho, st.c_scale
+        D = self.lbfgs.direction(self.G)
+        residual = st.Avals - op.b
+        while True:
+            pairs = op.sample_pair(st.R, D)
+            AW = op.constraints(pairs)
+            cW = op.objective(pairs)
+            q1, q2 = 2.0 * AW[:, 0], AW[:, 1]
+            q0 = st.lam / rho - residual
+            scalars = self.backend.to_host(xp.stack([
+                xp.vdot(self.G, self.G), xp.vdot(D, self.G), q2 @ q2, q1 @ q2, q1 @ q1, q0 @ q2, q0 @ q1,
+                cW[0], cW[1], residual @ residual]))
+            gg, dg, q22, q12, q11, q02, q01, c_rd, c_dd, rr = (float(v) for v in scalars)
+            if dg < 0 or not self.lbfgs.pairs:
+                break
+            self.lbfgs.reset()  # not a descent direction: fall back to steepest descent
+            D = -self.G
+        self.eta = math.sqrt(gg) / (1.0 + s * self.norms.C_inf)
+        self.steps += 1
+        progress = self._progress(math.sqrt(max(rr, 0.0)))
+        if not (progress.finite and math.isfinite(gg)):
+            self.failed = True
+            return progress, True
+        if self.switch_when_feasible and progress.primal_infeasibility_inf <= self.settings.phase1_tol:
+            self.switch = True
+            return progress, True
+        if self.eta <= 0.1 / rho:
+            return progress, True
+        tau = quartic_minimiser(0.5 * rho * q22, rho * q12, s * c_dd + 0.5 * rho * q11 - rho * q02,
+                                2.0 * s * c_rd - rho * q01)
+        if tau < 1e-16:
+            return progress, True  # no progress along a descent direction: the subproblem is done
+        st.R += tau * D
+        st.Avals += tau * q1 + tau * tau * q2
+        st.objective += 2.0 * tau * c_rd + tau * tau * c_dd
+        G_old = self.G
+        self.G = self._gradient()
+        self.lbfgs.push(tau * D, self.G - G_old)
+        return progress, False
+
+    # ------------------------------------------------------------------ helpers
+    def _gradient(self):
+        """2 (s C + A*(y)) R with y = -lambda + rho (A(X) - b)."""
+        st, op = self.state, self.op
+        y = st.rho * (st.Avals - op.b) - st.lam
+        return 2.0 * op.adjoint_times(op.adjoint_data(y, st.c_scale), st.R)
+
+    def _refresh(self) -> None:
+        """Recompute A(X), <C,X> and the gradient from scratch (start, rank change)."""
+        st, op = self.state, self.op
+        w = op.sample(st.R)
+        st.Avals = op.constraints(w)
+        st.objective = float(op.objective(w))
+        self.G = self._gradient()
+        self._update_eta()
+
+    def _update_eta(self) -> None:
+        self.eta = float(self.xp.linalg.norm(self.G)) / (1.0 + self.state.c_scale * self.norms.C_inf)
+
+    def _update_multipliers(self) -> None:
+        st = self.state
+        st.lam = st.lam - st.rho * (st.Avals - self.op.b)
+        self.G = self._gradient()
+        self._update_eta()
+
+    def _raise_penalty(self) -> None:
+        """rho <- rho f until the current point is no longer a solution of the next subproblem."""
+        st = self.state
+        while True:
+            slowdowns = sum(st.rho > threshold for threshold in (5e4, 5e6, 5e8))  # as LoRADS does
+            st.rho *= self.rho_factor ** (0.25 ** slowdowns)
+            self.G = self._gradient()
+            self._update_eta()
+            if self.eta > 0.1 / st.rho or st.rho > 1e12:
+                return
+
+    def _can_grow(self) -> bool:
+        return any(r < r_max for r, r_max in zip(self.state.ranks, self.max_ranks))
+
+    def _grow_ranks(self) -> None:
+        """Multiply every block's rank by ``rank_growth`` (up to its bound)."""
+        st = self.state
+        new_ranks = [min(int(math.ceil(self.settings.rank_growth * r)), r_max)
+                     for r, r_max in zip(st.ranks, self.max_ranks)]
+        st.R = widen_factor(st.R, self.op.layout, st.ranks, new_ranks, self.xp)
+        st.ranks = new_ranks
+        self.lbfgs.reset()
+        self._refresh()
+
+    def _progress(self, residual_norm: float) -> Progress:
+        st = self.state
+        return Progress.measure("ALM", self.steps, residual_norm, st.objective, st.dual_objective(self.op.b),
+                                self.norms, st.rho, st.ranks)

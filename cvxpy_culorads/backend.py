@@ -1,0 +1,105 @@
+"""Array backends: NumPy/SciPy on the CPU, CuPy/cupyx on the GPU, chosen OSQP-style.
+
+A ``Backend`` bundles an array namespace (``xp``), its sparse module, and the few conversions the
+solver needs, so that the algorithm is written once. ``select_backend("auto")`` takes the GPU when
+CuPy imports and sees a device, the CPU otherwise; the environment variable ``CULORADS_DEVICE``
+(``cpu`` or ``gpu``) overrides ``auto``. Asking for ``gpu`` when none is usable raises an error that
+says why.
+"""
+from __future__ import annotations
+
+import functools
+import os
+from dataclasses import dataclass
+from types import ModuleType
+
+import numpy as np
+import scipy.sparse
+
+__all__ = ["Backend", "available_devices", "gpu_available", "select_backend"]
+
+ENV_DEVICE = "CULORADS_DEVICE"
+
+
+@dataclass(frozen=True)
+class Backend:
+    """An array namespace and its sparse module."""
+
+    name: str  # "cpu" or "gpu"
+    xp: ModuleType
+    sparse: ModuleType
+
+    @property
+    def is_gpu(self) -> bool:
+        return self.name == "gpu"
+
+    def asarray(self, a, dtype=None):
+        return self.xp.asarray(a, dtype=dtype)
+
+    def to_host(self, a) -> np.ndarray:
+        """A NumPy copy of a device array (identity on the CPU)."""
+        return a.get() if self.is_gpu else np.asarray(a)
+
+    def csr(self, matrix: scipy.sparse.sparray):
+        """A host ``scipy.sparse`` matrix as a CSR matrix of this backend."""
+        matrix = scipy.sparse.csr_matrix(matrix)
+        if not self.is_gpu:
+            return matrix
+        return self.sparse.csr_matrix(matrix)
+
+    def synchronize(self) -> None:
+        if self.is_gpu:
+            self.xp.cuda.get_current_stream().synchronize()
+
+    def describe(self) -> str:
+        if not self.is_gpu:
+            return "cpu (NumPy/SciPy)"
+        props = self.xp.cuda.runtime.getDeviceProperties(self.xp.cuda.Device().id)
+        name = props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
+        return f"gpu ({name}, CuPy {self.xp.__version__})"
+
+
+@functools.lru_cache(maxsize=1)
+def _gpu_probe() -> tuple[bool, str]:
+    """(usable, reason) for the CuPy backend; cached because probing initialises CUDA."""
+    try:
+        import cupy
+        import cupyx.scipy.sparse  # noqa: F401
+    except Exception as exc:  # ImportError, or a broken CUDA install raising at import
+        return False, f"CuPy is not importable ({exc.__class__.__name__}: {exc})"
+    try:
+        count = cupy.cuda.runtime.getDeviceCount()
+    except Exception as exc:
+        return False, f"CuPy sees no CUDA device ({exc.__class__.__name__}: {exc})"
+    if count < 1:
+        return False, "CuPy sees no CUDA device"
+    return True, ""
+
+
+def gpu_available() -> bool:
+    return _gpu_probe()[0]
+
+
+def available_devices() -> tuple[str, ...]:
+    return ("gpu", "cpu") if gpu_available() else ("cpu",)
+
+
+def select_backend(device: str = "auto") -> Backend:
+    """The backend for ``device`` in {"auto", "cpu", "gpu"}."""
+    if device == "auto":
+        device = os.environ.get(ENV_DEVICE, "auto").strip().lower() or "auto"
+        if device not in ("auto", "cpu", "gpu"):
+            raise ValueError(f"{ENV_DEVICE}={device!r}: expected 'cpu' or 'gpu'")
+        if device == "auto":
+            device = "gpu" if gpu_available() else "cpu"
+    if device == "cpu":
+        return Backend("cpu", np, scipy.sparse)
+    if device == "gpu":
+        usable, reason = _gpu_probe()
+        if not usable:
+            raise RuntimeError(f"device='gpu' was requested but {reason}; use device='cpu' or install "
+                               "CuPy for your CUDA version (pip install 'cvxpy_culorads[gpu]')")
+        import cupy
+        import cupyx.scipy.sparse
+        return Backend("gpu", cupy, cupyx.scipy.sparse)
+    raise ValueError(f"device must be 'auto', 'cpu' or 'gpu', got {device!r}")

@@ -1,0 +1,121 @@
+"""DIMACS errors and the smallest eigenvalues of the dual slack C - A*(lambda), on the active backend.
+
+The three errors reported in every ``Result`` (the cuLoRADS paper's err1, err2, err3; norms as in
+the LoRADS code, ||v||_1 = sum of absolute entries, over all entries of the full symmetric C):
+
+- primal infeasibility  ||A(X) - b||_2 / (1 + ||b||_1);
+- dual infeasibility    (sum_k max(0, -lambda_min(S_k)) + sum_j max(0, -s_j)) / (1 + ||C||_1),
+  with S_k = C_k - sum_i lambda_i A_ik and s = c_lp - A_lp' lambda;
+- gap                   |<C,X> - b'lambda| / (1 + |<C,X>| + |b'lambda|).
+
+Dual infeasibility needs lambda_min of every S_k: small blocks are made dense and solved in batches
+by ``eigvalsh``; large ones run a restarted Lanczos iteration with full reorthogonalisation inside
+each cycle, written against the array namespace so that it runs on the GPU without a host copy of
+the matrix (only the small tridiagonal problems go to the host).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.linalg
+
+__all__ = ["ProblemNorms", "primal_infeasibility", "relative_gap", "dual_infeasibility", "smallest_eigenpairs"]
+
+DENSE_LIMIT = 1000  # blocks up to this order get a dense eigen-decomposition
+
+
+@dataclass(frozen=True)
+class ProblemNorms:
+    b_1: float
+    b_inf: float
+    C_1: float
+    C_inf: float
+
+    @classmethod
+    def of(cls, problem) -> "ProblemNorms":
+        return cls(problem.b_norm_1, problem.b_norm_inf, problem.C_norm_1, problem.C_norm_inf)
+
+
+def primal_infeasibility(residual_norm: float, norms: ProblemNorms) -> float:
+    return float(residual_norm) / (1.0 + norms.b_1)
+
+
+def relative_gap(primal: float, dual: float) -> float:
+    return abs(primal - dual) / (1.0 + abs(primal) + abs(dual))
+
+
+def dual_infeasibility(op, lam, norms: ProblemNorms, seed: int = 0) -> tuple[float, list[tuple]]:
+    """(dual infeasibility, (lambda_min, eigenvector) per PSD block) of the multipliers ``lam``."""
+    slack = op.symmetric(op.adjoint_data(-lam, 1.0))
+    pairs = smallest_eigenpairs(slack, op.layout, op.backend, accuracy=1e-9 * (1.0 + norms.C_1), seed=seed)
+    lp = _lp_slacks(slack, op.layout, op.backend)
+    violation = sum(max(0.0, -value) for value, _ in pairs) + float(np.maximum(-lp, 0.0).sum())
+    return violation / (1.0 + norms.C_1), pairs
+
+
+def _lp_slacks(slack, layout, backend) -> np.ndarray:
+    """c_lp - A_lp' lambda: the diagonal of the dual slack at the nonnegative rows."""
+    if not layout.n_lp:
+        return np.zeros(0)
+    return backend.to_host(slack[layout.lp_offset:, layout.lp_offset:].diagonal())
+
+
+def smallest_eigenpairs(matrix, layout, backend, accuracy: float, seed: int = 0) -> list[tuple]:
+    """(lambda_min, unit eigenvector as a device array) of each PSD block of the block-diagonal ``matrix``."""
+    xp = backend.xp
+    result: dict[int, tuple] = {}
+    by_size: dict[int, list[int]] = {}
+    for k, n in enumerate(layout.sizes):
+        if n <= DENSE_LIMIT:
+            by_size.setdefault(n, []).append(k)
+        else:
+            result[k] = _lanczos_smallest(_block(matrix, layout, k), n, backend, accuracy, seed)
+    for n, ks in by_size.items():
+        values, vectors = xp.linalg.eigh(xp.stack([_block(matrix, layout, k).toarray() for k in ks]))
+        mins = backend.to_host(values[:, 0])
+        result.update((k, (float(value), vectors[i, :, 0])) for i, (k, value) in enumerate(zip(ks, mins)))
+    return [result[k] for k in range(len(layout.sizes))]
+
+
+def _block(matrix, layout, k: int):
+    start, stop = layout.offsets[k], layout.offsets[k] + layout.sizes[k]
+    return matrix[start:stop, start:stop]
+
+
+def _lanczos_smallest(matrix, n: int, backend, accuracy: float, seed: int, steps: int = 60,
+                      cycles: int = 40) -> tuple:
+    """(smallest eigenvalue, its Ritz vector) of a symmetric sparse ``matrix`` by restarted Lanczos.
+
+    Each cycle builds an orthonormal Krylov basis of ``steps`` vectors (full reorthogonalisation,
+    so no spurious copies), restarts from the Ritz vector of the smallest Ritz value, and stops once
+    its residual ||S y - theta y|| is below ``accuracy``.
+    """
+    xp = backend.xp
+    steps = min(steps, n)
+    v = xp.asarray(np.random.default_rng(seed).standard_normal(n))
+    v /= xp.linalg.norm(v)
+    theta = np.inf
+    for _ in range(cycles):
+        basis = xp.empty((steps, n))
+        alpha, beta = np.zeros(steps), np.zeros(steps)
+        k = steps
+        for j in range(steps):
+            basis[j] = v
+            w = matrix @ v
+            diagonal = v @ w
+            w -= basis[:j + 1].T @ (basis[:j + 1] @ w)
+            w -= basis[:j + 1].T @ (basis[:j + 1] @ w)  # twice is enough (Kahan-Parlett)
+            alpha[j], beta[j] = backend.to_host(xp.stack([diagonal, xp.linalg.norm(w)]))
+            if beta[j] <= 1e-14 * max(1.0, abs(alpha[j])):
+                k = j + 1
+                break
+            v = w / beta[j]
+        values, vectors = scipy.linalg.eigh_tridiagonal(alpha[:k], beta[:k - 1])
+        theta = float(values[0])
+        residual = abs(beta[k - 1] * vectors[k - 1, 0]) if k == steps else 0.0
+        v = basis[:k].T @ xp.asarray(vectors[:, 0])
+        v /= xp.linalg.norm(v)
+        if residual <= accuracy:
+            break
+    return theta, v

@@ -1,0 +1,294 @@
+"""The driver: one loop over the phases, with rank set-up, re-optimisation, limits and the log.
+
+``solve`` compresses the problem onto the chosen backend, starts from a random factor of
+logarithmic rank, runs phase I (ALM, ``alm.py``) until the primal infeasibility reaches
+``phase1_tol``, switches to phase II (ADMM, ``admm.py``), then measures the DIMACS errors on the
+returned point, the dual one through the smallest eigenvalue of C - A*(lambda)
+(``certificates.py``). While they exceed ``tol`` and ``reopt_level`` allows, it re-optimises: the
+objective is scaled up (so the penalty weighs relatively less and optimality gains weight), the
+multipliers with it, and a short ALM run and an ADMM run follow. The best point seen is returned
+with an honest status. Phases are generators; this module alone owns time and iteration limits
+and the iteration log.
+"""
+from __future__ import annotations
+
+import math
+import sys
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from .admm import ADMMPhase
+from .alm import ALMPhase
+from .backend import select_backend
+from .certificates import ProblemNorms, dual_infeasibility, primal_infeasibility, relative_gap
+from .layout import CompressedOperator
+from .result import Result, Status
+from .settings import Settings
+from .state import SolverState, block_ranks, widen_factor
+
+__all__ = ["solve"]
+
+REOPT_ROUNDS = {0: 0, 1: 1, 2: 3}
+REOPT_ALM_OUTER = 3
+MAX_ESCAPES = 5  # rank increases driven by a negative eigenvalue of the dual slack
+
+
+class _Stop(Exception):
+    """A limit was reached; carries the status to report if the point is not optimal."""
+
+    def __init__(self, status: Status):
+        super().__init__(status.value)
+        self.status = status
+
+
+@dataclass
+class _Evaluation:
+    """The DIMACS errors of one point, measured from scratch on the point itself."""
+
+    primal_objective: float
+    dual_objective: float
+    errors: dict
+    eigenpairs: list  # (lambda_min, eigenvector) of the dual slack, per PSD block
+
+    @property
+    def worst(self) -> float:
+        return max(self.errors.values())
+
+
+class _Run:
+    """The state of one call of :func:`solve`: limits, counters and the log."""
+
+    def __init__(self, problem, settings: Settings):
+        self.problem, self.settings = problem, settings
+        self.start = time.perf_counter()
+        self.backend = select_backend(settings.device)
+        self.op = CompressedOperator(problem, self.backend)
+        self.norms = ProblemNorms.of(problem)
+        self.inner_iterations = 0
+        self.log: list = []
+        self._last_print = -math.inf
+        initial, self.max_ranks = block_ranks(self.op.layout, settings.rank, settings.rank_factor)
+        self.state = self._initial_state(initial)
+
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.start
+
+    def _initial_state(self, ranks) -> SolverState:
+        layout, xp = self.op.layout, self.backend.xp
+        width = max(ranks + [1])
+        R = xp.random.RandomState(self.settings.seed).uniform(-1.0, 1.0, (layout.n_rows, width))
+        for offset, n, r in zip(layout.offsets, layout.sizes, ranks):
+            R[offset:offset + n, r:] = 0.0
+        R[layout.lp_offset:, 1:] = 0.0  # a nonnegative variable is x_j = r_j^2
+        rho = 1.0 / math.sqrt(sum(layout.sizes) or layout.n_lp)
+        return SolverState(R=R, lam=xp.zeros(self.problem.m), Avals=None, objective=0.0, rho=rho, c_scale=1.0,
+                           ranks=list(ranks))
+
+    # ------------------------------------------------------------------ running phases
+    def run_phase(self, phase) -> None:
+        """Drive a phase's generator, enforcing limits and printing the log."""
+        for progress in phase.run():
+            self.inner_iterations += 1
+            self.record(progress)
+            if self.elapsed() > self.settings.time_limit:
+                raise _Stop(Status.TIME_LIMIT)
+            if self.inner_iterations >= self.settings.max_iter:
+                raise _Stop(Status.ITERATION_LIMIT)
+
+    def record(self, progress, force: bool = False) -> None:
+        self.log.append(progress)
+        if not self.settings.verbose:
+            return
+        now = self.elapsed()
+        if force or now - self._last_print >= self.settings.log_every:
+            self._last_print = now
+            print(f"{progress.phase:>5} {progress.iteration:7d} {progress.primal_objective:+.8e} "
+                  f"{progress.dual_objective:+.8e} {progress.primal_infeasibility:9.2e} {progress.gap:9.2e} "
+                  f"{progress.rho:9.2e} {max(progress.ranks, default=1):5d} {now:9.2f}", file=sys.stderr)
+
+    def say(self, text: str) -> None:
+        if self.settings.verbose:
+            print(text, file=sys.stderr)
+
+    # ------------------------------------------------------------------ measuring a point
+    def evaluate(self) -> _Evaluation:
+        """Errors of the current factor and multipliers, recomputed from scratch."""
+        st, op = self.state, self.op
+        w = op.sample(st.R)
+        residual = float(self.backend.xp.linalg.norm(op.constraints(w) - op.b))
+        primal = float(op.objective(w))
+        lam = st.lam / st.c_scale
+        dual = float(op.b @ lam)
+        dinf, pairs = dual_infeasibility(op, lam, self.norms, seed=self.settings.seed)
+        errors = {"primal_infeasibility": primal_infeasibility(residual, self.norms),
+                  "dual_infeasibility": dinf, "gap": relative_gap(primal, dual)}
+        return _Evaluation(primal, dual, errors, pairs)
+
+
+def solve(problem, settings: Settings | None = None, **options) -> Result:
+    """Solve ``problem`` (an :class:`~cvxpy_culorads.SDPProblem`) with LoRADS.
+
+    **Arguments:**
+
+    - ``problem``: the SDP.
+    - ``settings``: a :class:`~cvxpy_culorads.Settings`; keyword ``options`` override its fields
+      (unknown names raise ``ValueError``).
+
+    **Returns:** a :class:`~cvxpy_culorads.Result`; its status is OPTIMAL only when the three errors
+    measured on the returned factors and multipliers are all within ``tol``.
+    """
+    settings = Settings.from_options(settings, **options)
+    run = _Run(problem, settings)
+    run.say(f"cvxpy_culorads: {problem!r} on {run.backend.describe()}; initial ranks {run.state.ranks}")
+    run.say(f"{'phase':>5} {'iter':>7} {'primal obj':>15} {'dual obj':>15} {'pinf':>9} {'gap':>9} "
+            f"{'rho':>9} {'rank':>5} {'time':>9}")
+    stop_status, best = None, None
+    try:
+        _two_phases(run)
+        current = best = _Snapshot.of(run)
+        escapes = reopts = 0
+        while current.evaluation.worst > settings.tol:
+            directions = _escape_directions(run, current.evaluation)
+            if directions is not None and escapes < MAX_ESCAPES:
+                escapes += 1
+                _escape(run, directions)
+                _two_phases(run)
+            elif reopts < REOPT_ROUNDS[settings.reopt_level]:
+                reopts += 1
+                _reoptimise(run)
+            else:
+                break
+            current = _Snapshot.of(run)
+            best = _better(best, current)
+    except _Stop as stop:
+        stop_status = stop.status
+        best = _better(best, _Snapshot.of(run))
+    return _result(run, best, stop_status)
+
+
+@dataclass
+class _Snapshot:
+    """A point (factor, multipliers, scale, ranks) and its measured errors."""
+
+    R: object
+    lam: object
+    c_scale: float
+    ranks: list
+    evaluation: _Evaluation
+
+    @classmethod
+    def of(cls, run: _Run) -> "_Snapshot":
+        st = run.state
+        evaluation = run.evaluate()
+        run.say(f"      errors: pinf {evaluation.errors['primal_infeasibility']:.2e} "
+                f"dinf {evaluation.errors['dual_infeasibility']:.2e} gap {evaluation.errors['gap']:.2e}")
+        return cls(st.R.copy(), st.lam.copy(), st.c_scale, list(st.ranks), evaluation)
+
+
+def _better(best: _Snapshot | None, candidate: _Snapshot) -> _Snapshot:
+    """The snapshot with the smaller worst error (non-finite errors never win)."""
+    if best is None or not math.isfinite(best.evaluation.worst):
+        return candidate
+    if math.isfinite(candidate.evaluation.worst) and candidate.evaluation.worst < best.evaluation.worst:
+        return candidate
+    return best
+
+
+def _two_phases(run: _Run) -> None:
+    """Phase I until the switch tolerance, then phase II with its first-run exit."""
+    alm = ALMPhase(run.op, run.state, run.settings, run.norms, run.max_ranks,
+                   outer_budget=run.settings.max_alm_outer)
+    run.run_phase(alm)
+    if alm.failed:
+        raise _Stop(Status.NUMERICAL_ERROR)
+    rho_max = _switch_to_admm(run.state, run.settings)
+    admm = ADMMPhase(run.op, run.state, run.settings, run.norms, max_sweeps=run.settings.max_admm_iter,
+                     reopt=False, rho_max=rho_max)
+    run.run_phase(admm)
+
+
+def _escape_directions(run: _Run, evaluation: _Evaluation):
+    """Eigenvectors of the blocks whose dual slack has a clearly negative eigenvalue and whose rank
+    can still grow (a low-rank saddle point: X + t v v' lowers the objective), or None."""
+    threshold = -0.1 * run.settings.tol * (1.0 + run.norms.C_1)
+    directions = [vector if value < threshold and rank < rank_max else None
+                  for (value, vector), rank, rank_max in zip(evaluation.eigenpairs, run.state.ranks, run.max_ranks)]
+    return directions if any(d is not None for d in directions) else None
+
+
+def _escape(run: _Run, directions) -> None:
+    """Leave a low-rank saddle: grow the ranks of the blocks with escape directions, seeding the new
+    columns along them (scaled to a tenth of the block's trace), then phase I starts again."""
+    st, layout, xp = run.state, run.op.layout, run.backend.xp
+    new_ranks, seeds = list(st.ranks), list(directions)
+    for k, direction in enumerate(directions):
+        if direction is None:
+            continue
+        new_ranks[k] = min(max(st.ranks[k] + 1, int(math.ceil(run.settings.rank_growth * st.ranks[k]))),
+                           run.max_ranks[k])
+        block = st.R[layout.offsets[k]:layout.offsets[k] + layout.sizes[k]]
+        seeds[k] = math.sqrt(0.1 * float(xp.vdot(block, block))) * direction
+    run.say(f"escaping a saddle point: ranks {st.ranks} -> {new_ranks}")
+    st.R = widen_factor(st.R, layout, st.ranks, new_ranks, xp, seeds)
+    st.ranks = new_ranks
+
+
+def _switch_to_admm(state: SolverState, settings: Settings) -> float:
+    """Phase II penalty from phase I's (LoRADS rule); returns the ADMM penalty cap."""
+    rho_max = settings.rho_max
+    rho = state.rho * settings.heuristic_factor
+    if state.rho > rho_max:
+        rho = min(math.sqrt(state.rho / rho_max) * rho_max, state.rho)
+        rho_max = rho
+    state.rho = min(rho, rho_max)
+    return rho_max
+
+
+def _reoptimise(run: _Run) -> None:
+    """One re-optimisation round: scale C up, a short ALM run, then ADMM with the strict exit."""
+    st, settings = run.state, run.settings
+    kappa = settings.reopt_scale
+    st.c_scale *= kappa
+    st.lam = st.lam * kappa
+    run.say(f"re-optimisation: objective scale {st.c_scale:g}")
+    alm = ALMPhase(run.op, st, settings, run.norms, run.max_ranks, outer_budget=REOPT_ALM_OUTER,
+                   rho_factor=math.sqrt(2.0), grow_ranks=len(run.op.layout.sizes) <= 10, switch_when_feasible=False)
+    run.run_phase(alm)
+    rho_max = _switch_to_admm(st, settings)
+    admm = ADMMPhase(run.op, st, settings, run.norms, max_sweeps=settings.max_admm_iter, reopt=True,
+                     rho_max=rho_max)
+    run.run_phase(admm)
+
+
+def _result(run: _Run, best: _Snapshot, stop_status: Status | None) -> Result:
+    settings, layout, backend = run.settings, run.op.layout, run.backend
+    evaluation = best.evaluation
+    if not math.isfinite(evaluation.worst):
+        status = Status.NUMERICAL_ERROR
+    elif evaluation.worst <= settings.tol:
+        status = Status.OPTIMAL
+    else:
+        status = stop_status or Status.INACCURATE
+    R = backend.to_host(best.R)
+    factors = [np.ascontiguousarray(R[o:o + n, :r]) for o, n, r in zip(layout.offsets, layout.sizes, best.ranks)]
+    x_lp = R[layout.lp_offset:, 0] ** 2
+    dual = backend.to_host(best.lam) / best.c_scale
+    phases = {"alm": sum(p.phase == "ALM" for p in run.log), "admm": sum(p.phase == "ADMM" for p in run.log)}
+    result = Result(status=status, primal_objective=evaluation.primal_objective,
+                    dual_objective=evaluation.dual_objective, errors=dict(evaluation.errors), factors=factors,
+                    x_lp=x_lp, dual=dual, iterations=phases, ranks=list(best.ranks), solve_time=run.elapsed(),
+                    device=backend.describe(), message=_message(status, settings), log=run.log)
+    run.say(result.summary())
+    return result
+
+
+def _message(status: Status, settings: Settings) -> str:
+    return {
+        Status.OPTIMAL: f"all DIMACS errors within tol = {settings.tol:g}",
+        Status.INACCURATE: f"stopped with errors above tol = {settings.tol:g}",
+        Status.TIME_LIMIT: f"time_limit = {settings.time_limit:g} s reached",
+        Status.ITERATION_LIMIT: f"max_iter = {settings.max_iter} reached",
+        Status.NUMERICAL_ERROR: "the iterates diverged or became non-finite",
+    }[status]

@@ -1,0 +1,154 @@
+"""The column-compressed constraint operator: A(U V'), A*(y) V and <C, U V'> on a device.
+
+All PSD blocks and the nonnegative variables are stacked into one row space: block k owns rows
+[offset_k, offset_k + n_k), and each nonnegative variable x_j owns one row whose factor is a
+scalar (x_j = r_j^2 is a 1 x 1 PSD block of rank one). Every matrix the solver touches is then
+supported on Omega, the union of the lower-triangular positions of C and of all A_i (plus the
+diagonal positions of the nonnegative variables), so the operator is stored as
+
+- ``A_fold``: CSR (m x |Omega|), entries of A_i with weight 2 off the diagonal, so that
+  A(X) = A_fold @ X_Omega for a symmetric X given by its values on Omega;
+- ``c_fold`` / ``c_raw``: C on Omega, folded the same way / as plain values;
+- ``At_raw``: CSR (|Omega| x m), the plain values of the transpose, so that At_raw @ y gives the
+  values of sum_i y_i A_i on Omega;
+- ``S``: the symmetric block-diagonal pattern (both triangles of Omega) and ``S_gather``, the
+  position in Omega of each of its entries, so that (s C + A*(y)) V is one SpMV, one gather and one
+  row-major sparse x dense product.
+
+Memory is O(nnz(A) + nnz(C) + |Omega|), never O(n^2); sym(U V') is only ever formed on Omega by the
+sampled-product kernel. The operator knows nothing about phases or stopping rules.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+
+from .kernels import kernels_for
+
+__all__ = ["CompressedOperator", "BlockLayout"]
+
+
+@dataclass(frozen=True)
+class BlockLayout:
+    """Where the PSD blocks and the nonnegative variables sit in the stacked row space."""
+
+    sizes: tuple[int, ...]
+    offsets: tuple[int, ...]
+    n_lp: int
+    lp_offset: int
+    constraints_touching: tuple[int, ...]  # m_k: constraints with a nonzero A_ik, per PSD block
+
+    @property
+    def n_rows(self) -> int:
+        return self.lp_offset + self.n_lp
+
+    @classmethod
+    def of(cls, problem) -> "BlockLayout":
+        sizes = problem.block_sizes
+        offsets = tuple(int(o) for o in np.concatenate([[0], np.cumsum(sizes)[:-1]])) if sizes else ()
+        touching = tuple(int(np.unique(c.con).size) for c in problem.A_coords)
+        return cls(sizes, offsets, problem.n_lp, int(sum(sizes)), touching)
+
+
+class CompressedOperator:
+    """The problem's data on one backend, in the column-compressed layout described above."""
+
+    def __init__(self, problem, backend):
+        self.backend = backend
+        self.kernels = kernels_for(backend)
+        self.layout = layout = BlockLayout.of(problem)
+        self.m = problem.m
+        n_rows = layout.n_rows
+
+        # Coordinates of C and A in the stacked row space (row >= col everywhere).
+        c_rows, c_cols, c_vals, a_cons, a_rows, a_cols, a_vals = [], [], [], [], [], [], []
+        for off, (cr, cc, cv), coeff in zip(layout.offsets, problem.C_coords, problem.A_coords):
+            c_rows.append(cr + off), c_cols.append(cc + off), c_vals.append(cv)
+            a_cons.append(coeff.con), a_rows.append(coeff.row + off), a_cols.append(coeff.col + off)
+            a_vals.append(coeff.val)
+        lp_rows = np.arange(layout.lp_offset, n_rows, dtype=np.int64)
+        c_rows.append(lp_rows), c_cols.append(lp_rows), c_vals.append(problem.c_lp)
+        A_lp = sp.coo_array(problem.A_lp)
+        a_cons.append(A_lp.row.astype(np.int64)), a_rows.append(lp_rows[A_lp.col])
+        a_cols.append(lp_rows[A_lp.col]), a_vals.append(A_lp.data)
+        c_rows, c_cols, c_vals = map(np.concatenate, (c_rows, c_cols, c_vals))
+        a_cons, a_rows, a_cols, a_vals = map(np.concatenate, (a_cons, a_rows, a_cols, a_vals))
+
+        # Omega: every position any coefficient touches, plus the diagonal of the LP rows (their
+        # values x_j = r_j^2 are needed even where no constraint uses them, for the objective).
+        keys = np.concatenate([c_rows * n_rows + c_cols, a_rows * n_rows + a_cols, lp_rows * n_rows + lp_rows])
+        omega = np.unique(keys)
+        self.N = omega.size
+        omega_rows, omega_cols = omega // n_rows, omega % n_rows
+        fold = np.where(omega_rows == omega_cols, 1.0, 2.0)
+
+        a_pos = np.searchsorted(omega, a_rows * n_rows + a_cols)
+        c_pos = np.searchsorted(omega, c_rows * n_rows + c_cols)
+        c_raw = np.zeros(self.N)
+        np.add.at(c_raw, c_pos, c_vals)
+        A_raw = sp.csr_array((a_vals, (a_cons, a_pos)), shape=(self.m, self.N))
+        A_raw.sum_duplicates()
+        A_fold = sp.csr_array((A_raw.data * fold[A_raw.indices], A_raw.indices, A_raw.indptr), shape=A_raw.shape)
+
+        # Symmetric pattern of S: each off-diagonal position of Omega appears in both triangles.
+        off = omega_rows != omega_cols
+        s_rows = np.concatenate([omega_rows, omega_cols[off]])
+        s_cols = np.concatenate([omega_cols, omega_rows[off]])
+        s_gather = np.concatenate([np.arange(self.N), np.flatnonzero(off)])
+        order = np.lexsort((s_cols, s_rows))
+        S_host = sp.csr_array((np.zeros(order.size), (s_rows[order], s_cols[order])), shape=(n_rows, n_rows))
+
+        xp, idx = backend.xp, self._index_dtype(max(n_rows, self.N))
+        self.rows = xp.asarray(omega_rows.astype(idx))
+        self.cols = xp.asarray(omega_cols.astype(idx))
+        self.c_raw = xp.asarray(c_raw)
+        self.c_fold = xp.asarray(c_raw * fold)
+        self.A_fold = backend.csr(A_fold)
+        self.At_raw = backend.csr(A_raw.T.tocsr())
+        self.S = backend.csr(S_host)
+        self.S_gather = xp.asarray(s_gather[order].astype(idx))
+        self.b = xp.asarray(problem.b)
+
+    @staticmethod
+    def _index_dtype(largest: int):
+        return np.int32 if largest < np.iinfo(np.int32).max else np.int64
+
+    # ------------------------------------------------------------------ forward operator
+    def sample(self, U, V=None):
+        """sym(U V') on Omega (U U' when V is None)."""
+        return self.kernels.sym_sample(self.rows, self.cols, U, V)
+
+    def sample_pair(self, R, D):
+        """Columns sym(R D') and D D' on Omega, for the quartic line search."""
+        return self.kernels.sym_sample_pair(self.rows, self.cols, R, D)
+
+    def constraints(self, w):
+        """A(X) for X given on Omega (a vector, or an N x k block of such vectors)."""
+        return self.A_fold @ w
+
+    def objective(self, w):
+        """<C, X> for X given on Omega (vector) or per column of an N x k block."""
+        return self.c_fold @ w
+
+    # ------------------------------------------------------------------ adjoint
+    def adjoint_values(self, y, c_scale):
+        """Values on Omega of c_scale * C + sum_i y_i A_i."""
+        t = self.At_raw @ y
+        if c_scale:
+            t += c_scale * self.c_raw
+        return t
+
+    def adjoint_data(self, y, c_scale):
+        """The CSR values of c_scale * C + A*(y) in the symmetric pattern of ``S``."""
+        return self.backend.xp.take(self.adjoint_values(y, c_scale), self.S_gather)
+
+    def symmetric(self, data):
+        """The block-diagonal symmetric matrix with CSR values ``data`` (shares the pattern of ``S``)."""
+        self.S.data = data
+        return self.S
+
+    def adjoint_times(self, data, V, out=None):
+        """``M @ V`` for the symmetric matrix M with CSR values ``data`` (from :meth:`adjoint_data`)."""
+        return self.kernels.csr_matmul(self.symmetric(data), V, out=out)

@@ -1,0 +1,273 @@
+"""The canonical problem form solved by cvxpy_culorads, held on the host.
+
+``SDPProblem`` stores
+
+    minimise    sum_k <C_k, X_k> + c_lp' x
+    subject to  sum_k <A_ik, X_k> + (A_lp x)_i = b_i      (i = 1..m)
+                X_k PSD (k = 1..K),  x >= 0
+
+with every symmetric matrix kept as the coordinates of its lower triangle (row >= col), so storage is
+O(nnz) and never O(n^2). It validates its input once, on construction, and raises ``ValueError``
+naming the block or constraint at fault. It knows nothing about devices or algorithms: the solver
+compresses it into device operators (``layout.py``).
+"""
+from __future__ import annotations
+
+from typing import NamedTuple, Sequence
+
+import numpy as np
+import scipy.sparse as sp
+
+__all__ = ["SDPProblem", "BlockCoefficients"]
+
+
+class BlockCoefficients(NamedTuple):
+    """The constraint coefficients of one PSD block as coordinates.
+
+    Entry ``e`` says ``A_{con[e], k}[row[e], col[e]] = A_{con[e], k}[col[e], row[e]] = val[e]``: each
+    coordinate sets both symmetric entries, so give one triangle only (entries that name the same
+    position twice are summed, as the SDPA format does). Indices are 0-based.
+    """
+
+    con: np.ndarray
+    row: np.ndarray
+    col: np.ndarray
+    val: np.ndarray
+
+
+def _lower_coordinates(rows, cols, vals, what: str, n: int):
+    """Fold coordinates onto the lower triangle, sum duplicates, drop zeros; checks range and finiteness."""
+    rows = np.asarray(rows, dtype=np.int64).ravel()
+    cols = np.asarray(cols, dtype=np.int64).ravel()
+    vals = np.asarray(vals, dtype=np.float64).ravel()
+    if not (rows.size == cols.size == vals.size):
+        raise ValueError(f"{what}: row, col and val must have the same length")
+    if rows.size and (rows.min() < 0 or cols.min() < 0 or rows.max() >= n or cols.max() >= n):
+        raise ValueError(f"{what}: an index lies outside the block of size {n}")
+    if not np.all(np.isfinite(vals)):
+        raise ValueError(f"{what}: contains a value that is not finite")
+    return np.maximum(rows, cols), np.minimum(rows, cols), vals
+
+
+def _sum_duplicates(keys: np.ndarray, *columns: np.ndarray, vals: np.ndarray):
+    """Sort by ``keys``, sum values of equal keys and drop exact zeros."""
+    order = np.argsort(keys, kind="stable")
+    keys = keys[order]
+    first = np.ones(keys.size, dtype=bool)
+    first[1:] = keys[1:] != keys[:-1]
+    starts = np.flatnonzero(first)
+    summed = np.add.reduceat(vals[order], starts) if keys.size else vals[:0]
+    keep = summed != 0.0
+    picked = order[starts][keep]
+    return tuple(c[picked] for c in columns) + (summed[keep],)
+
+
+class SDPProblem:
+    r"""An SDP with PSD blocks and an optional nonnegative block, in the solver's minimisation form.
+
+    **Arguments:**
+
+    - ``b``: right-hand side, shape ``(m,)``.
+    - ``C``: one objective matrix per PSD block, a symmetric ``scipy.sparse`` or dense ``(n_k, n_k)``
+      array, or ``None`` for a zero objective. Its length fixes the number of PSD blocks.
+    - ``A``: one :class:`BlockCoefficients` (or 4-tuple ``(con, row, col, val)``) per PSD block:
+      coordinates of the constraint matrices A_ik, one triangle, 0-based.
+    - ``block_sizes``: the order n_k of each PSD block (needed when a block's C is ``None``; checked
+      against C otherwise).
+    - ``c_lp``: objective of the nonnegative variables, shape ``(n_lp,)``, optional.
+    - ``A_lp``: their constraint matrix, ``scipy.sparse`` or dense ``(m, n_lp)``, optional.
+    - ``name``: a label used in logs.
+
+    Small problems can be built from lists of matrices with :meth:`from_matrices`.
+    """
+
+    def __init__(
+        self,
+        b,
+        C: Sequence,
+        A: Sequence,
+        block_sizes: Sequence[int] | None = None,
+        c_lp=None,
+        A_lp=None,
+        name: str = "sdp",
+    ):
+        self.name = str(name)
+        self.b = np.asarray(b, dtype=np.float64).ravel().copy()
+        if not np.all(np.isfinite(self.b)):
+            raise ValueError("b contains a value that is not finite")
+        m = self.b.size
+        if len(A) != len(C):
+            raise ValueError(f"C has {len(C)} blocks but A has {len(A)}")
+        if block_sizes is None:
+            if any(c is None for c in C):
+                raise ValueError("block_sizes is required when some C_k is None")
+            block_sizes = [np.shape(c)[0] for c in C]
+        if len(block_sizes) != len(C):
+            raise ValueError(f"block_sizes has {len(block_sizes)} entries but C has {len(C)} blocks")
+        self.block_sizes = tuple(int(n) for n in block_sizes)
+        for k, n in enumerate(self.block_sizes):
+            if n < 1:
+                raise ValueError(f"PSD block {k}: size must be at least 1, got {n}")
+
+        self.C_coords: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        self.A_coords: list[BlockCoefficients] = []
+        for k, (Ck, Ak, n) in enumerate(zip(C, A, self.block_sizes)):
+            self.C_coords.append(self._objective_block(Ck, n, k))
+            self.A_coords.append(self._constraint_block(Ak, n, m, k))
+
+        self.n_lp = 0 if c_lp is None else int(np.size(c_lp))
+        if A_lp is None and self.n_lp and m:
+            raise ValueError("c_lp is given but A_lp is not")
+        self.c_lp = np.zeros(self.n_lp) if c_lp is None else np.asarray(c_lp, np.float64).ravel().copy()
+        if not np.all(np.isfinite(self.c_lp)):
+            raise ValueError("c_lp contains a value that is not finite")
+        if A_lp is None:
+            self.A_lp = sp.csr_array((m, self.n_lp))
+        else:
+            self.A_lp = sp.csr_array(A_lp, dtype=np.float64)
+            if self.A_lp.shape != (m, self.n_lp):
+                raise ValueError(f"A_lp has shape {self.A_lp.shape}, expected {(m, self.n_lp)}")
+            self.A_lp.sum_duplicates()
+            self.A_lp.eliminate_zeros()
+            if not np.all(np.isfinite(self.A_lp.data)):
+                raise ValueError("A_lp contains a value that is not finite")
+        if not self.block_sizes and not self.n_lp:
+            raise ValueError("the problem has no variables: give at least one PSD or nonnegative block")
+        self._check_constraints_nonempty()
+
+    # ------------------------------------------------------------------ construction helpers
+    @staticmethod
+    def _objective_block(Ck, n: int, k: int):
+        what = f"C of PSD block {k}"
+        if Ck is None:
+            empty = np.zeros(0, np.int64)
+            return empty, empty.copy(), np.zeros(0)
+        Cs = sp.coo_array(Ck, dtype=np.float64)
+        if Cs.shape != (n, n):
+            raise ValueError(f"{what}: shape {Cs.shape}, expected {(n, n)}")
+        Cs.sum_duplicates()
+        if not np.all(np.isfinite(Cs.data)):
+            raise ValueError(f"{what}: contains a value that is not finite")
+        asym = abs(sp.csr_array(Cs) - sp.csr_array(Cs).T)
+        scale = max(1.0, float(np.abs(Cs.data).max(initial=0.0)))
+        if asym.nnz and asym.max() > 1e-12 * scale:
+            raise ValueError(f"{what}: the matrix is not symmetric")
+        lower = Cs.row >= Cs.col
+        rows, cols, vals = Cs.row[lower].astype(np.int64), Cs.col[lower].astype(np.int64), Cs.data[lower]
+        keys = rows * n + cols
+        return _sum_duplicates(keys, rows, cols, vals=vals)
+
+    @staticmethod
+    def _constraint_block(Ak, n: int, m: int, k: int) -> BlockCoefficients:
+        what = f"A of PSD block {k}"
+        if Ak is None:
+            z = np.zeros(0, np.int64)
+            return BlockCoefficients(z, z.copy(), z.copy(), np.zeros(0))
+        try:
+            con, row, col, val = Ak
+        except (TypeError, ValueError):
+            raise ValueError(f"{what}: expected (con, row, col, val) coordinates") from None
+        con = np.asarray(con, dtype=np.int64).ravel()
+        row, col, val = _lower_coordinates(row, col, val, what, n)
+        if con.size != val.size:
+            raise ValueError(f"{what}: con has {con.size} entries, val has {val.size}")
+        if con.size and (con.min() < 0 or con.max() >= m):
+            bad = int(con[(con < 0) | (con >= m)][0])
+            raise ValueError(f"{what}: constraint index {bad} is outside 0..{m - 1}")
+        keys = (con * n + row) * n + col
+        con, row, col, val = _sum_duplicates(keys, con, row, col, vals=val)
+        return BlockCoefficients(con, row, col, val)
+
+    def _check_constraints_nonempty(self) -> None:
+        touched = np.zeros(self.m, dtype=bool)
+        for coeff in self.A_coords:
+            touched[coeff.con] = True
+        touched[np.flatnonzero(np.diff(sp.csc_array(self.A_lp.T).indptr))] = True
+        empty = np.flatnonzero(~touched & (self.b != 0))
+        if empty.size:
+            raise ValueError(f"constraint {int(empty[0])} has no coefficients but b = {self.b[empty[0]]}: "
+                             "the problem is infeasible")
+
+    @classmethod
+    def from_matrices(cls, C: Sequence, A: Sequence[Sequence], b, c_lp=None, A_lp=None, name="sdp"):
+        """Build from dense or sparse matrices: ``A[i][k]`` is A_ik (``None`` for zero); for small problems."""
+        m = len(A)
+        sizes = [np.shape(c)[0] for c in C]
+        coords = []
+        for k, n in enumerate(sizes):
+            parts = [[], [], [], []]
+            for i in range(m):
+                if A[i][k] is None:
+                    continue
+                Aik = sp.coo_array(A[i][k], dtype=np.float64)
+                if Aik.shape != (n, n):
+                    raise ValueError(f"constraint {i}, PSD block {k}: shape {Aik.shape}, expected {(n, n)}")
+                dense_check = sp.csr_array(Aik)
+                if dense_check.nnz and abs(dense_check - dense_check.T).max() > 1e-12 * max(
+                        1.0, np.abs(Aik.data).max()):
+                    raise ValueError(f"constraint {i}, PSD block {k}: the matrix is not symmetric")
+                lower = Aik.row >= Aik.col
+                parts[0].append(np.full(int(lower.sum()), i))
+                parts[1].append(Aik.row[lower])
+                parts[2].append(Aik.col[lower])
+                parts[3].append(Aik.data[lower])
+            coords.append(tuple(np.concatenate(p) if p else np.zeros(0) for p in parts))
+        return cls(b, C, coords, block_sizes=sizes, c_lp=c_lp, A_lp=A_lp, name=name)
+
+    # ------------------------------------------------------------------ sizes and norms
+    @property
+    def m(self) -> int:
+        return self.b.size
+
+    @property
+    def num_blocks(self) -> int:
+        return len(self.block_sizes)
+
+    @property
+    def nnz(self) -> int:
+        return sum(c.val.size for c in self.A_coords) + self.A_lp.nnz
+
+    def objective_matrix(self, k: int) -> sp.csr_array:
+        """C_k as a full symmetric sparse matrix."""
+        return self._symmetric(*self.C_coords[k], self.block_sizes[k])
+
+    def constraint_matrix(self, i: int, k: int) -> sp.csr_array:
+        """A_ik as a full symmetric sparse matrix (for tests and small problems)."""
+        c = self.A_coords[k]
+        pick = c.con == i
+        return self._symmetric(c.row[pick], c.col[pick], c.val[pick], self.block_sizes[k])
+
+    @staticmethod
+    def _symmetric(rows, cols, vals, n) -> sp.csr_array:
+        off = rows != cols
+        r = np.concatenate([rows, cols[off]])
+        c = np.concatenate([cols, rows[off]])
+        v = np.concatenate([vals, vals[off]])
+        return sp.csr_array((v, (r, c)), shape=(n, n))
+
+    def _objective_entry_abs(self):
+        """|C| entries of the full matrices (off-diagonals counted twice) and the LP objective."""
+        parts = [np.where(r == c, 1.0, 2.0) * np.abs(v) for r, c, v in self.C_coords]
+        return parts
+
+    @property
+    def b_norm_1(self) -> float:
+        return float(np.abs(self.b).sum())
+
+    @property
+    def b_norm_inf(self) -> float:
+        return float(np.abs(self.b).max(initial=0.0))
+
+    @property
+    def C_norm_1(self) -> float:
+        """Sum of |entries| of all C_k (full symmetric matrices) plus ||c_lp||_1."""
+        return float(sum(p.sum() for p in self._objective_entry_abs()) + np.abs(self.c_lp).sum())
+
+    @property
+    def C_norm_inf(self) -> float:
+        vals = [np.abs(v).max(initial=0.0) for _, _, v in self.C_coords] + [np.abs(self.c_lp).max(initial=0.0)]
+        return float(max(vals))
+
+    def __repr__(self) -> str:
+        return (f"SDPProblem(name={self.name!r}, m={self.m}, psd_blocks={list(self.block_sizes)}, "
+                f"n_lp={self.n_lp}, nnz(A)={self.nnz})")

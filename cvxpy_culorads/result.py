@@ -1,0 +1,80 @@
+"""What a solve returns: the ``Result`` dataclass and the ``Status`` enum.
+
+Everything in a ``Result`` lives on the host (NumPy), whatever device solved the problem, so a
+result can be saved, compared and passed to CVXPY without knowing about CuPy.
+"""
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+import numpy as np
+
+__all__ = ["Status", "Result"]
+
+
+class Status(enum.Enum):
+    """How a solve ended."""
+
+    OPTIMAL = "optimal"
+    """All three DIMACS errors are within ``tol`` on the returned factors and multipliers."""
+    INACCURATE = "inaccurate"
+    """The method stopped (stagnation or its own budgets) with errors above ``tol``."""
+    TIME_LIMIT = "time_limit"
+    """``time_limit`` was reached; the best point so far is returned."""
+    ITERATION_LIMIT = "iteration_limit"
+    """``max_iter`` was reached; the best point so far is returned."""
+    NUMERICAL_ERROR = "numerical_error"
+    """The iterates diverged or became non-finite."""
+
+    @property
+    def has_solution(self) -> bool:
+        """Whether the returned point is meant to be used (it may be inaccurate)."""
+        return self is not Status.NUMERICAL_ERROR
+
+
+@dataclass
+class Result:
+    """The outcome of :func:`cvxpy_culorads.solve` for ``min <C,X> s.t. A(X) = b, X PSD``.
+
+    - ``primal_objective``: sum_k <C_k, R_k R_k'> + c_lp'x_lp (minimisation form).
+    - ``dual_objective``: b'lambda.
+    - ``errors``: ``primal_infeasibility`` = ||A(X) - b||_2 / (1 + ||b||_inf); ``dual_infeasibility`` =
+      (sum_k max(0, -lambda_min(C_k - A_k*(lambda))) + ||max(0, -(c_lp - A_lp'lambda))||_1) / (1 + ||C||_inf);
+      ``gap`` = |primal - dual| / (1 + |primal| + |dual|); all evaluated on the returned point.
+    - ``factors``: one host array R_k (n_k x r_k) per PSD block, X_k = R_k R_k'.
+    - ``x_lp``: the nonnegative variables.
+    - ``dual``: the multipliers lambda (C_k - sum_i lambda_i A_ik PSD at optimality).
+    - ``iterations``: inner iterations per phase (``alm`` L-BFGS steps, ``admm`` sweeps).
+    - ``ranks``: the final rank per PSD block.
+    """
+
+    status: Status
+    primal_objective: float
+    dual_objective: float
+    errors: dict
+    factors: list
+    x_lp: np.ndarray
+    dual: np.ndarray
+    iterations: dict
+    ranks: list
+    solve_time: float
+    device: str
+    message: str = ""
+    log: list = field(default_factory=list, repr=False)
+
+    @property
+    def max_error(self) -> float:
+        return max(self.errors.values())
+
+    def X(self, k: int = 0) -> np.ndarray:
+        """The dense PSD block k (only for small blocks: this costs n_k^2 memory)."""
+        R = self.factors[k]
+        return R @ R.T
+
+    def summary(self) -> str:
+        e = self.errors
+        return (f"status {self.status.value}: primal {self.primal_objective:.10g}, dual "
+                f"{self.dual_objective:.10g}; errors pinf {e['primal_infeasibility']:.2e} dinf "
+                f"{e['dual_infeasibility']:.2e} gap {e['gap']:.2e}; ranks {self.ranks}; "
+                f"{self.iterations}; {self.solve_time:.3f} s on {self.device}")

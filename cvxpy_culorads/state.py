@@ -1,0 +1,112 @@
+"""The iterate the two phases hand to each other, and the measures every phase reports.
+
+``SolverState`` holds the device arrays (the stacked factor, the multipliers) and the few host
+scalars (penalty, objective scale, ranks) that describe where the method stands; ``Progress`` is
+one row of the iteration log. Both are plain data: the phases (``alm.py``, ``admm.py``) change the
+state, the driver reads the progress.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import math
+
+import numpy as np
+
+from .certificates import ProblemNorms, primal_infeasibility, relative_gap
+
+__all__ = ["SolverState", "Progress", "block_ranks", "widen_factor"]
+
+
+@dataclass
+class SolverState:
+    """Where the method stands (device arrays, host scalars).
+
+    ``R`` is the stacked factor (rows of all PSD blocks, then one row per nonnegative variable;
+    block k uses its first ``ranks[k]`` columns, the rest stay exactly zero). ``lam`` are the
+    multipliers of the problem whose objective is scaled by ``c_scale`` (re-optimisation), so the
+    multipliers of the original problem are ``lam / c_scale``. ``Avals`` = A(R R') and
+    ``objective`` = <C, R R'> are kept up to date by whichever phase moves ``R``.
+    """
+
+    R: object
+    lam: object
+    Avals: object
+    objective: float
+    rho: float
+    c_scale: float
+    ranks: list
+
+    def dual_objective(self, b) -> float:
+        return float(b @ self.lam) / self.c_scale
+
+
+@dataclass
+class Progress:
+    """One row of the iteration log (host scalars only)."""
+
+    phase: str
+    iteration: int
+    primal_objective: float
+    dual_objective: float
+    primal_infeasibility: float  # ||A(X) - b||_2 / (1 + ||b||_1)
+    primal_infeasibility_inf: float  # ||A(X) - b||_2 / (1 + ||b||_inf), the phase switch test
+    gap: float
+    rho: float
+    ranks: tuple
+
+    @classmethod
+    def measure(cls, phase, iteration, residual_norm, objective, dual_objective, norms: ProblemNorms,
+                rho, ranks) -> "Progress":
+        return cls(phase, iteration, objective, dual_objective,
+                   primal_infeasibility(residual_norm, norms), residual_norm / (1.0 + norms.b_inf),
+                   relative_gap(objective, dual_objective), rho, tuple(ranks))
+
+    @property
+    def finite(self) -> bool:
+        return bool(np.isfinite([self.primal_objective, self.dual_objective, self.primal_infeasibility]).all())
+
+
+def block_ranks(layout, rank: int | None, rank_factor: float) -> tuple[list[int], list[int]]:
+    """(initial, maximal) rank of each PSD block.
+
+    The maximal rank is the Barvinok-Pataki bound floor(sqrt(2 m_k)) + 1 (an optimal X_k of at
+    most that rank exists), capped by n_k. The initial rank is ``rank`` if given, else
+    ceil(rank_factor * ln n_k); blocks with many constraints per row (m_k >= 20 n_k, n_k <= 400) start
+    at the bound, as in LoRADS, because low ranks stall there.
+    """
+    initial, maximal = [], []
+    few_blocks = len(layout.sizes) <= 3
+    for n, m_k in zip(layout.sizes, layout.constraints_touching):
+        bound = min(int(np.floor(np.sqrt(2.0 * m_k))) + 1, n)
+        if rank is not None:
+            start = min(rank, n)
+        elif few_blocks and m_k >= 20 * n and n <= 400:
+            start = bound
+        else:
+            start = max(1, min(int(np.ceil(rank_factor * np.log(n))), bound))
+        initial.append(start)
+        maximal.append(max(bound, start))
+    return initial, maximal
+
+
+def widen_factor(R, layout, ranks, new_ranks, xp, directions=None):
+    """R with block k widened from ``ranks[k]`` to ``new_ranks[k]`` columns.
+
+    A column that is exactly zero stays zero under every update of both phases (its gradient is
+    S R[:, c] = 0), so new columns must start nonzero: the first new column of block k is
+    ``directions[k]`` when given (an escape direction, e.g. the eigenvector of a negative eigenvalue
+    of the dual slack), the others a small identity slab as in LoRADS.
+    """
+    width = max(list(new_ranks) + [1])
+    wide = xp.zeros((R.shape[0], width))
+    wide[:, :R.shape[1]] = R
+    for k, (offset, n, old, new) in enumerate(zip(layout.offsets, layout.sizes, ranks, new_ranks)):
+        added = new - old
+        if added <= 0:
+            continue
+        diag = xp.arange(min(n, added))
+        wide[offset + diag, old + diag] = 1.0 / math.sqrt(added)
+        if directions is not None and directions[k] is not None:
+            wide[offset:offset + n, old] = directions[k]
+    return wide

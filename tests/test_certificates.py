@@ -1,0 +1,46 @@
+"""Smallest eigenvalues (dense batches and Lanczos) and the dual infeasibility measure."""
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from cvxpy_culorads import SDPProblem
+from cvxpy_culorads.backend import select_backend
+from cvxpy_culorads.certificates import DENSE_LIMIT, ProblemNorms, dual_infeasibility, smallest_eigenpairs
+from cvxpy_culorads.layout import CompressedOperator
+
+from conftest import DEVICES
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_lanczos_and_dense_blocks_match_eigvalsh(device):
+    rng = np.random.default_rng(0)
+    big, small = DENSE_LIMIT + 200, 7
+    blocks = []
+    for n in (big, small, small):
+        M = sp.random(n, n, density=4.0 / n, random_state=rng)
+        blocks.append((M + M.T + sp.diags(rng.standard_normal(n))).tocsr())
+    problem = SDPProblem(np.ones(1), blocks, [([0], [0], [0], [1.0]), None, None], block_sizes=[big, small, small])
+    backend = select_backend(device)
+    op = CompressedOperator(problem, backend)
+    matrix = op.symmetric(op.adjoint_data(backend.xp.zeros(1), 1.0))
+    pairs = smallest_eigenpairs(matrix, op.layout, backend, accuracy=1e-9)
+    want = [np.linalg.eigvalsh(B.toarray())[0] for B in blocks]
+    assert np.allclose([value for value, _ in pairs], want, rtol=1e-7, atol=1e-7)
+    for B, (value, vector) in zip(blocks, pairs):
+        v = backend.to_host(vector)
+        assert np.linalg.norm(B @ v - value * v) <= 1e-6 * np.abs(want).max()
+
+
+def test_dual_infeasibility_of_a_known_multiplier():
+    # min <C, X> s.t. tr X = 1 with C = diag(1, 2, 3), plus x >= 0 with c_lp = -1 in the same constraint:
+    # S = C - lam I has lambda_min = 1 - lam and the LP slack is -1 - lam.
+    C = np.diag([1.0, 2.0, 3.0])
+    problem = SDPProblem([1.0], [C], [([0, 0, 0], [0, 1, 2], [0, 1, 2], [1.0, 1.0, 1.0])], c_lp=[-1.0],
+                         A_lp=np.ones((1, 1)))
+    op = CompressedOperator(problem, select_backend("cpu"))
+    norms = ProblemNorms.of(problem)
+    value, pairs = dual_infeasibility(op, np.array([3.0]), norms)
+    assert pairs[0][0] == pytest.approx(-2.0)
+    assert value == pytest.approx((2.0 + 4.0) / (1.0 + norms.C_1))
+    value, _ = dual_infeasibility(op, np.array([-1.5]), norms)
+    assert value == 0.0

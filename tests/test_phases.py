@@ -1,0 +1,109 @@
+"""The pieces of the two phases: the exact line search, L-BFGS, CG, and each phase on its own."""
+import math
+
+import numpy as np
+import pytest
+
+from cvxpy_culorads import Settings, Status, solve
+from cvxpy_culorads.admm import ADMMPhase, conjugate_gradient
+from cvxpy_culorads.alm import LBFGS, ALMPhase, quartic_minimiser
+from cvxpy_culorads.backend import select_backend
+from cvxpy_culorads.certificates import ProblemNorms
+from cvxpy_culorads.driver import _Run
+from cvxpy_culorads.state import widen_factor
+
+from conftest import random_maxcut
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_quartic_minimiser_is_the_grid_minimum(seed):
+    rng = np.random.default_rng(seed)
+    a, c = rng.random() * 3, rng.standard_normal()
+    b, d = rng.standard_normal(), -abs(rng.standard_normal())
+    tau = quartic_minimiser(a, b, c, d, tau_max=10.0)
+    grid = np.linspace(0, 10, 200001)
+    f = lambda t: ((a * t + b) * t + c) * t * t + d * t
+    assert 0.0 <= tau <= 10.0
+    assert f(tau) <= f(grid).min() + 1e-9
+
+
+def test_quartic_minimiser_degenerate_cases():
+    assert quartic_minimiser(0, 0, 1.0, -2.0) == pytest.approx(1.0)  # plain quadratic: t = -d / 2c
+    assert quartic_minimiser(0, 0, 0, 1.0) == 0.0  # ascent direction: no step
+    assert quartic_minimiser(0, 0, 0, -1.0, tau_max=7.0) == 7.0  # unbounded: capped
+
+
+def test_lbfgs_solves_a_quadratic_faster_than_gradient_descent():
+    rng = np.random.default_rng(0)
+    Q = rng.standard_normal((30, 30))
+    H = Q @ Q.T + np.eye(30)
+    x, target = np.zeros((30, 1)), rng.standard_normal((30, 1))
+    lbfgs = LBFGS(np, memory=5)
+    g = H @ x - target
+    for _ in range(200):
+        d = lbfgs.direction(g)
+        step = -float(np.vdot(d, g)) / float(np.vdot(d, H @ d))  # exact line search on the quadratic
+        x_new = x + step * d
+        g_new = H @ x_new - target
+        lbfgs.push(x_new - x, g_new - g)
+        x, g = x_new, g_new
+        if np.linalg.norm(g) < 1e-10:
+            break
+    assert np.linalg.norm(H @ x - target) < 1e-8
+
+
+def test_conjugate_gradient():
+    rng = np.random.default_rng(1)
+    Q = rng.standard_normal((40, 40))
+    H = Q @ Q.T / 40 + np.eye(40)
+    rhs = rng.standard_normal((40, 2))
+    x, its = conjugate_gradient(lambda Z: H @ Z, rhs, np.zeros((40, 2)), 1e-12, select_backend("cpu"))
+    assert np.abs(H @ x - rhs).sum() <= 1e-12 * np.abs(rhs).sum() * 10
+    assert its < 200
+
+
+def _run_for(problem, **options):
+    return _Run(problem, Settings.from_options(device="cpu", **options))
+
+
+def test_alm_reaches_the_switch_tolerance():
+    problem, _ = random_maxcut(40, 0.3, seed=3)
+    run = _run_for(problem)
+    alm = ALMPhase(run.op, run.state, run.settings, run.norms, run.max_ranks, outer_budget=200)
+    rows = list(alm.run())
+    assert alm.switch and not alm.failed
+    assert rows[-1].primal_infeasibility_inf <= run.settings.phase1_tol
+    assert rows[0].primal_infeasibility_inf > rows[-1].primal_infeasibility_inf
+
+
+def test_widen_factor_keeps_blocks_apart():
+    problem, _ = random_maxcut(30, 0.5, seed=4)
+    run = _run_for(problem, rank=2)
+    R = run.state.R
+    direction = np.ones(30) / math.sqrt(30)
+    wide = widen_factor(R, run.op.layout, [2], [4], np, [direction])
+    assert wide.shape == (30, 4)
+    assert np.array_equal(wide[:, :2], R)
+    assert np.array_equal(wide[:, 2], direction)  # the escape direction seeds the first new column
+    assert wide[1, 3] == pytest.approx(1 / math.sqrt(2)) and np.count_nonzero(wide[:, 3]) == 1
+
+
+def test_rank_one_start_escapes_to_the_optimum():
+    # rank 1 cannot represent this optimum: the dual certificate's negative eigenvector grows the rank
+    problem, _ = random_maxcut(30, 0.5, seed=4)
+    result = solve(problem, device="cpu", rank=1)
+    assert result.status is Status.OPTIMAL
+    assert result.ranks[0] > 1
+
+
+def test_admm_reaches_tol_from_the_alm_point():
+    problem, _ = random_maxcut(40, 0.3, seed=5)
+    run = _run_for(problem)
+    alm = ALMPhase(run.op, run.state, run.settings, run.norms, run.max_ranks, outer_budget=200)
+    for _ in alm.run():
+        pass
+    admm = ADMMPhase(run.op, run.state, run.settings, ProblemNorms.of(problem), max_sweeps=2000, reopt=False,
+                     rho_max=run.settings.rho_max)
+    rows = list(admm.run())
+    assert admm.converged
+    assert rows[-1].primal_infeasibility_inf <= run.settings.tol
