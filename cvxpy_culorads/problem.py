@@ -51,6 +51,9 @@ def _lower_coordinates(rows, cols, vals, what: str, n: int):
 
 def _sum_duplicates(keys: np.ndarray, *columns: np.ndarray, vals: np.ndarray):
     """Sort by ``keys``, sum values of equal keys and drop exact zeros."""
+    if keys.size and np.all(keys[1:] > keys[:-1]):  # already sorted and unique (builders that scale)
+        keep = vals != 0.0
+        return tuple(c[keep] for c in columns) + (vals[keep],)
     order = np.argsort(keys, kind="stable")
     keys = keys[order]
     first = np.ones(keys.size, dtype=bool)
@@ -69,7 +72,9 @@ class SDPProblem:
 
     - ``b``: right-hand side, shape ``(m,)``.
     - ``C``: one objective matrix per PSD block, a symmetric ``scipy.sparse`` or dense ``(n_k, n_k)``
-      array, or ``None`` for a zero objective. Its length fixes the number of PSD blocks.
+      array, or coordinates ``(row, col, val)`` of one triangle (each sets both symmetric entries, as
+      in ``A``; no symmetry check is needed, so large builders use this form), or ``None`` for a zero
+      objective. Its length fixes the number of PSD blocks.
     - ``A``: one :class:`BlockCoefficients` (or 4-tuple ``(con, row, col, val)``) per PSD block:
       coordinates of the constraint matrices A_ik, one triangle, 0-based.
     - ``block_sizes``: the order n_k of each PSD block (needed when a block's C is ``None``; checked
@@ -99,8 +104,8 @@ class SDPProblem:
         if len(A) != len(C):
             raise ValueError(f"C has {len(C)} blocks but A has {len(A)}")
         if block_sizes is None:
-            if any(c is None for c in C):
-                raise ValueError("block_sizes is required when some C_k is None")
+            if any(c is None or isinstance(c, tuple) for c in C):
+                raise ValueError("block_sizes is required when some C_k is None or given as coordinates")
             block_sizes = [np.shape(c)[0] for c in C]
         if len(block_sizes) != len(C):
             raise ValueError(f"block_sizes has {len(block_sizes)} entries but C has {len(C)} blocks")
@@ -142,6 +147,11 @@ class SDPProblem:
         if Ck is None:
             empty = np.zeros(0, np.int64)
             return empty, empty.copy(), np.zeros(0)
+        if isinstance(Ck, tuple):
+            if len(Ck) != 3:
+                raise ValueError(f"{what}: coordinates must be (row, col, val)")
+            rows, cols, vals = _lower_coordinates(*Ck, what, n)
+            return _sum_duplicates(rows * n + cols, rows, cols, vals=vals)
         Cs = sp.coo_array(Ck, dtype=np.float64)
         if Cs.shape != (n, n):
             raise ValueError(f"{what}: shape {Cs.shape}, expected {(n, n)}")

@@ -1,0 +1,4 @@
+"""Entry point of ``python -m cvxpy_culorads``; the command line itself is :mod:`cvxpy_culorads.cli`."""
+from .cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,149 @@
+"""The command line ``python -m cvxpy_culorads FILE [options]``: solve an SDPA file or the MaxCut SDP of a graph.
+The file is read with :func:`~cvxpy_culorads.read_sdpa` (or, with ``--maxcut``,
+:func:`~cvxpy_culorads.models.read_graph` and :func:`~cvxpy_culorads.models.maxcut_problem`), solved
+with :func:`~cvxpy_culorads.solve`, and summarised on stdout; ``--json`` prints one JSON object instead
+(the iteration log then goes to stderr), ``--save`` stores the factors and multipliers in an ``.npz``.
+The exit code is 0 when a solution was returned, 1 for a numerical error and 2 for bad input.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import sys
+
+import numpy as np
+
+from . import Result, SDPProblem, Settings, gpu_available, read_sdpa, solve
+from .io import file_stem
+from .models import GRAPH_FORMATS, goemans_williamson, maxcut_problem, read_graph
+
+__all__ = ["main"]
+
+EXIT_SOLVED, EXIT_NUMERICAL_ERROR, EXIT_BAD_INPUT = 0, 1, 2
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m cvxpy_culorads",
+        description="Solve a semidefinite program with LoRADS: an SDPA sparse file (.dat-s, .dat-s.gz, "
+                    ".dat-s.xz), or with --maxcut the MaxCut SDP of a graph file.")
+    parser.add_argument("file", help="SDPA file, or graph file with --maxcut")
+    parser.add_argument("--maxcut", action="store_true",
+                        help="FILE is a graph (Gset/rudy, .mtx, .graph, .txt): solve its MaxCut SDP and round it")
+    parser.add_argument("--graph-format", choices=GRAPH_FORMATS,
+                        help="graph file format (default: from the suffix; no known suffix means rudy)")
+    parser.add_argument("--device", choices=("auto", "cpu", "gpu"), help="where to solve (default auto)")
+    parser.add_argument("--tol", type=float, help="tolerance on the three DIMACS errors")
+    parser.add_argument("--reopt-level", type=int, choices=(0, 1, 2), help="re-optimisation level")
+    parser.add_argument("--time-limit", type=float, help="wall-clock limit in seconds")
+    parser.add_argument("--max-iter", type=int, help="limit on the total number of inner iterations")
+    parser.add_argument("--rank", type=int, help="initial rank of every PSD block")
+    parser.add_argument("--seed", type=int, help="random seed of the starting point")
+    parser.add_argument("--json", action="store_true", help="print one JSON object with the results on stdout")
+    parser.add_argument("--save", metavar="FILE.npz", help="save the factors R_k, x_lp and the dual to an .npz")
+    parser.add_argument("--quiet", action="store_true", help="no iteration log")
+    return parser
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    """The options given on the command line on top of the default settings."""
+    given = {name: getattr(args, name) for name in ("device", "tol", "reopt_level", "time_limit", "max_iter",
+                                                    "rank", "seed")}
+    return Settings.from_options(**{name: value for name, value in given.items() if value is not None},
+                                 verbose=not args.quiet)
+
+
+def _load(args: argparse.Namespace):
+    """The problem and, for MaxCut, the graph's weight matrix (``None`` for an SDPA file)."""
+    if not args.maxcut:
+        return read_sdpa(args.file), None
+    W = read_graph(args.file, fmt=args.graph_format)
+    return maxcut_problem(W, name=file_stem(args.file)), W
+
+
+def _report(problem: SDPProblem, result: Result, cut: float | None) -> dict:
+    """The result's scalars, JSON-ready; ``sdpa_objective`` is the objective in SDPA's max convention."""
+    report = {
+        "problem": problem.name,
+        "status": result.status.value,
+        "primal_objective": float(result.primal_objective),
+        "dual_objective": float(result.dual_objective),
+        "sdpa_objective": -float(result.primal_objective),
+        "errors": {name: float(value) for name, value in result.errors.items()},
+        "iterations": {name: int(value) for name, value in result.iterations.items()},
+        "ranks": [int(rank) for rank in result.ranks],
+        "solve_time": float(result.solve_time),
+        "device": result.device,
+        "n": int(sum(problem.block_sizes) + problem.n_lp),
+        "m": problem.m,
+        "message": result.message,
+    }
+    if cut is not None:
+        report["cut_value"] = cut
+    return report
+
+
+def _print_summary(report: dict, maxcut: bool) -> None:
+    errors = report["errors"]
+    lines = [
+        f"problem            {report['problem']} (n = {report['n']}, m = {report['m']})",
+        f"status             {report['status']}",
+        f"primal objective   {report['primal_objective']:.10g}",
+        f"dual objective     {report['dual_objective']:.10g}",
+        f"{'MaxCut SDP bound' if maxcut else 'SDPA objective':<18} {report['sdpa_objective']:.10g}",
+        f"errors             primal infeasibility {errors['primal_infeasibility']:.2e}, dual infeasibility "
+        f"{errors['dual_infeasibility']:.2e}, gap {errors['gap']:.2e}",
+        f"ranks              {report['ranks']}",
+        f"iterations         {', '.join(f'{k} {v}' for k, v in report['iterations'].items())}",
+        f"time               {report['solve_time']:.3f} s on {report['device']}",
+    ]
+    if "cut_value" in report:
+        lines.append(f"rounded cut        {report['cut_value']:.10g} (Goemans-Williamson)")
+    if report["message"]:
+        lines.append(f"message            {report['message']}")
+    print("\n".join(lines))
+
+
+def _bad_input(message: str) -> int:
+    print(f"error: {message}", file=sys.stderr)
+    return EXIT_BAD_INPUT
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the command line on ``argv`` (default ``sys.argv[1:]``) and return the exit code.
+
+    Argument errors raise ``SystemExit(2)`` from argparse.
+    """
+    args = _parser().parse_args(argv)
+    try:
+        settings = _settings(args)
+    except ValueError as exc:
+        return _bad_input(str(exc))
+    if settings.device == "gpu" and not gpu_available():
+        return _bad_input("--device gpu: no usable GPU (CuPy is missing or sees no CUDA device); "
+                          "use --device cpu or auto")
+    try:
+        problem, W = _load(args)
+    except (OSError, ValueError) as exc:
+        return _bad_input(str(exc))
+
+    # With --json, stdout carries the JSON object only.
+    with contextlib.redirect_stdout(sys.stderr) if args.json else contextlib.nullcontext():
+        result = solve(problem, settings)
+    cut = None
+    if W is not None and result.status.has_solution:
+        cut, _ = goemans_williamson(result.factors[0], W, seed=settings.seed)
+
+    report = _report(problem, result, cut)
+    if args.json:
+        print(json.dumps(report))
+    else:
+        _print_summary(report, args.maxcut)
+    if args.save:
+        try:
+            np.savez(args.save, **{f"R_{k}": R for k, R in enumerate(result.factors)},
+                     x_lp=result.x_lp, dual=result.dual)
+        except OSError as exc:
+            return _bad_input(f"cannot save the solution: {exc}")
+    return EXIT_SOLVED if result.status.has_solution else EXIT_NUMERICAL_ERROR

@@ -1,0 +1,13 @@
+"""Problem builders that scale to large instances, with their post-processing: MaxCut from a graph file
+(:func:`read_graph` for Gset/rudy, Matrix Market, METIS and SNAP files, :func:`maxcut_problem`,
+Goemans-Williamson rounding with :func:`goemans_williamson` and :func:`cut_value`, and
+:func:`bundled_graph` for the graphs shipped with the package) and nuclear-norm matrix completion
+(:func:`completion_problem`, :func:`random_low_rank_instance`, :func:`completion_error`).
+"""
+from .completion import completion_error, completion_problem, random_low_rank_instance
+from .maxcut import GRAPH_FORMATS, bundled_graph, cut_value, goemans_williamson, maxcut_problem, read_graph
+
+__all__ = [
+    "read_graph", "maxcut_problem", "goemans_williamson", "cut_value", "bundled_graph", "GRAPH_FORMATS",
+    "completion_problem", "random_low_rank_instance", "completion_error",
+]

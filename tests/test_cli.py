@@ -1,0 +1,92 @@
+"""The command line, run in-process on tiny files: JSON output, the summary, --save, --maxcut, exit codes."""
+import json
+
+import numpy as np
+import pytest
+
+pytest.importorskip("cvxpy_culorads.driver")  # the package (and so the CLI) needs the solver
+
+from cvxpy_culorads.cli import main  # noqa: E402
+
+# MaxCut of the triangle in SDPA form (F0 = L/4, F_i = e_i e_i', c = 1): the SDP value is 9/4.
+TRIANGLE_SDPA = """\
+"MaxCut SDP of the triangle
+3
+1
+3
+1 1 1
+0 1 1 1 0.5
+0 1 2 2 0.5
+0 1 3 3 0.5
+0 1 1 2 -0.25
+0 1 1 3 -0.25
+0 1 2 3 -0.25
+1 1 1 1 1
+2 1 2 2 1
+3 1 3 3 1
+"""
+TRIANGLE_VALUE = 2.25
+
+
+@pytest.fixture
+def triangle(tmp_path):
+    path = tmp_path / "triangle.dat-s"
+    path.write_text(TRIANGLE_SDPA)
+    return path
+
+
+def test_json_output(triangle, capsys):
+    assert main([str(triangle), "--device", "cpu", "--json", "--seed", "1"]) == 0
+    out = capsys.readouterr().out
+    report = json.loads(out)  # stdout holds the JSON object and nothing else
+    assert report["status"] == "optimal"
+    assert report["sdpa_objective"] == pytest.approx(TRIANGLE_VALUE, rel=1e-4)
+    assert report["primal_objective"] == pytest.approx(-TRIANGLE_VALUE, rel=1e-4)
+    assert report["dual_objective"] == pytest.approx(-TRIANGLE_VALUE, rel=1e-4)
+    assert set(report["errors"]) == {"primal_infeasibility", "dual_infeasibility", "gap"}
+    assert (report["n"], report["m"], report["problem"]) == (3, 3, "triangle")
+    assert report["device"].startswith("cpu") and report["solve_time"] >= 0 and report["ranks"]
+
+
+def test_summary_and_save(triangle, tmp_path, capsys):
+    target = tmp_path / "solution.npz"
+    assert main([str(triangle), "--device", "cpu", "--quiet", "--tol", "1e-6", "--save", str(target)]) == 0
+    captured = capsys.readouterr()
+    assert "status             optimal" in captured.out and "SDPA objective     2.25" in captured.out
+    assert captured.err == ""  # --quiet: no log
+    with np.load(target) as saved:
+        assert set(saved.files) == {"R_0", "x_lp", "dual"}
+        X = saved["R_0"] @ saved["R_0"].T
+        np.testing.assert_allclose(np.diag(X), 1, atol=1e-5)
+        assert saved["dual"].shape == (3,)
+
+
+def test_maxcut_from_a_graph_file(tmp_path, capsys):
+    graph = tmp_path / "triangle"
+    graph.write_text("3 3\n1 2 1\n1 3 1\n2 3 1\n")
+    assert main([str(graph), "--maxcut", "--device", "cpu", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["sdpa_objective"] == pytest.approx(TRIANGLE_VALUE, rel=1e-4)
+    assert report["cut_value"] == 2.0
+
+
+def test_malformed_file_exits_2_and_names_the_line(tmp_path, capsys):
+    path = tmp_path / "bad.dat-s"
+    path.write_text(TRIANGLE_SDPA.replace("0 1 2 3 -0.25", "0 1 2 4 -0.25"))
+    assert main([str(path), "--json"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert f"{path}:11: entry (2, 4) lies outside block 1 of size 3" in captured.err
+    assert "Traceback" not in captured.err
+
+
+def test_bad_input_exit_codes(tmp_path, capsys):
+    assert main([str(tmp_path / "missing.dat-s")]) == 2
+    assert "missing.dat-s" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as info:
+        main(["x.dat-s", "--tol"])
+    assert info.value.code == 2
+    path = tmp_path / "t.dat-s"
+    path.write_text(TRIANGLE_SDPA)
+    assert main([str(path), "--tol", "-1"]) == 2
+    assert "tol must be a positive number" in capsys.readouterr().err

@@ -1,0 +1,260 @@
+"""GpuKernels (CuPy RawKernels) against the NumPy reference CpuKernels; skipped where no GPU is usable.
+
+Fresh random data for every case, poisoned (NaN) outputs so that an unwritten element fails, and a
+relative error ||gpu - cpu|| / ||cpu|| <= 1e-12 in float64.
+"""
+from __future__ import annotations
+
+import importlib.util
+import pathlib
+import sys
+
+import numpy as np
+import pytest
+import scipy.sparse
+
+cp = pytest.importorskip("cupy")
+try:
+    _NDEV = cp.cuda.runtime.getDeviceCount()
+except Exception as exc:  # CuPy installed but no driver/device
+    pytest.skip(f"no CUDA device ({exc.__class__.__name__}: {exc})", allow_module_level=True)
+if _NDEV < 1:
+    pytest.skip("no CUDA device", allow_module_level=True)
+import cupyx.scipy.sparse  # noqa: E402
+
+
+def _load(name):
+    """Import cvxpy_culorads.<name>; by file path if the package __init__ can't be imported (yet)."""
+    try:
+        return importlib.import_module(f"cvxpy_culorads.{name}")
+    except Exception:
+        root = pathlib.Path(__file__).resolve().parents[1] / "cvxpy_culorads"
+        spec = importlib.util.spec_from_file_location(f"_culorads_{name}", root / f"{name}.py")
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = mod
+        spec.loader.exec_module(mod)
+        return mod
+
+
+gk = _load("gpu_kernels")
+GpuKernels = gk.GpuKernels
+CpuKernels = _load("kernels").CpuKernels
+
+RTOL = 1e-12
+RANKS = [1, 2, 3, 5, 8, 17, 32, 33, 64, 100, 257]
+
+
+def _rel(gpu, ref):
+    gpu = cp.asnumpy(gpu)
+    assert gpu.shape == ref.shape
+    assert np.all(np.isfinite(gpu)), "unwritten (NaN-poisoned) or non-finite output"
+    den = np.linalg.norm(ref)
+    assert den > 0
+    return np.linalg.norm(gpu - ref) / den
+
+
+def _sym_pattern(rng, n, density):
+    """Lower-triangle (row >= col) positions of a random symmetric pattern with its full diagonal, CSR order."""
+    A = scipy.sparse.random(n, n, density=density, random_state=rng, format="csr")
+    S = (A + A.T + scipy.sparse.identity(n)).tocoo()
+    keep = S.row >= S.col
+    rows, cols = S.row[keep], S.col[keep]
+    order = np.lexsort((cols, rows))
+    return rows[order].astype(np.int64), cols[order].astype(np.int64)
+
+
+def _poison(shape):
+    return cp.full(shape, cp.nan, dtype=cp.float64)
+
+
+SIZES = [(1, 1.0), (7, 0.5), (300, 0.05), (4000, 0.002)]
+
+
+@pytest.mark.parametrize("n,density", SIZES)
+@pytest.mark.parametrize("r", RANKS)
+@pytest.mark.parametrize("index_dtype", [np.int32, np.int64])
+def test_sym_sample(n, density, r, index_dtype):
+    rng = np.random.default_rng(1000 * n + r)
+    rows, cols = _sym_pattern(rng, n, density)
+    if index_dtype is np.int32 and n == 300:  # the kernels must not rely on the CSR order
+        perm = rng.permutation(rows.size)
+        rows, cols = rows[perm], cols[perm]
+    U = rng.standard_normal((n, r))
+    V = rng.standard_normal((n, r))
+    grows, gcols = cp.asarray(rows, dtype=index_dtype), cp.asarray(cols, dtype=index_dtype)
+    for Vh, Vd in ((None, None), (V, cp.asarray(V))):
+        ref = CpuKernels.sym_sample(rows, cols, U, Vh)
+        out = _poison(rows.size)
+        got = GpuKernels.sym_sample(grows, gcols, cp.asarray(U), Vd, out=out)
+        assert got is out
+        assert _rel(got, ref) <= RTOL
+        fresh = GpuKernels.sym_sample(grows, gcols, cp.asarray(U), Vd)  # allocates its own output
+        assert _rel(fresh, ref) <= RTOL
+
+
+@pytest.mark.parametrize("n,density", SIZES)
+@pytest.mark.parametrize("r", RANKS)
+@pytest.mark.parametrize("index_dtype", [np.int32, np.int64])
+def test_sym_sample_pair(n, density, r, index_dtype):
+    rng = np.random.default_rng(7 + 1000 * n + r)
+    rows, cols = _sym_pattern(rng, n, density)
+    R = rng.standard_normal((n, r))
+    D = rng.standard_normal((n, r))
+    ref = CpuKernels.sym_sample_pair(rows, cols, R, D)
+    out = _poison((rows.size, 2))
+    got = GpuKernels.sym_sample_pair(cp.asarray(rows, dtype=index_dtype), cp.asarray(cols, dtype=index_dtype),
+                                     cp.asarray(R), cp.asarray(D), out=out)
+    assert got is out
+    assert _rel(got[:, 0], ref[:, 0]) <= RTOL
+    assert _rel(got[:, 1], ref[:, 1]) <= RTOL
+
+
+@pytest.mark.parametrize("m,n,density", [(1, 1, 1.0), (9, 9, 0.4), (500, 500, 0.02), (3000, 3000, 0.005),
+                                         (200, 350, 0.05), (2000, 2000, 0.0003)])
+@pytest.mark.parametrize("r", RANKS)
+def test_csr_matmul(m, n, density, r):
+    rng = np.random.default_rng(11 + 1000 * n + r)
+    A = scipy.sparse.random(m, n, density=density, random_state=rng, format="csr")
+    if m > 1:  # a long row (several batches of 32 (column, value) pairs) and empty rows
+        A = A.tolil()
+        A[0, :] = rng.standard_normal(n)
+        A[m // 2, :] = 0.0
+        A = A.tocsr()
+        A.eliminate_zeros()
+    V = rng.standard_normal((n, r))
+    ref = CpuKernels.csr_matmul(A, V)
+    G = cupyx.scipy.sparse.csr_matrix(A)
+    out = _poison((m, r))
+    got = GpuKernels.csr_matmul(G, cp.asarray(V), out=out)
+    assert got is out
+    assert _rel(got, ref) <= RTOL
+    assert _rel(GpuKernels.csr_matmul(G, cp.asarray(V)), ref) <= RTOL
+
+
+@pytest.mark.parametrize("r", [1, 3, 8, 17, 32, 64, 100])
+def test_tuning_knobs(r):
+    """Every value of the kernels' tuning knobs computes the same function (tails: N not a multiple of E)."""
+    rng = np.random.default_rng(40 + r)
+    n = 700
+    rows, cols = _sym_pattern(rng, n, 0.01)
+    if rows.size % 8 == 0:
+        rows, cols = rows[:-1], cols[:-1]
+    U, V = rng.standard_normal((n, r)), rng.standard_normal((n, r))
+    g = [cp.asarray(x) for x in (rows.astype(np.int32), cols.astype(np.int32), U, V)]
+    ref_uu = CpuKernels.sym_sample(rows, cols, U, None)
+    ref_uv = CpuKernels.sym_sample(rows, cols, U, V)
+    ref_pair = CpuKernels.sym_sample_pair(rows, cols, U, V)
+    # 64-bit offsets are chosen automatically only past 2^31 elements: force them here
+    for kw in [dict(entries=e) for e in gk._KNOBS["entries"]] + [dict(wide=True)]:
+        assert _rel(gk.sym_sample(g[0], g[1], g[2], None, out=_poison(rows.size), **kw), ref_uu) <= RTOL, kw
+        assert _rel(gk.sym_sample(g[0], g[1], g[2], g[3], out=_poison(rows.size), **kw), ref_uv) <= RTOL, kw
+        got = gk.sym_sample_pair(g[0], g[1], g[2], g[3], out=_poison((rows.size, 2)), **kw)
+        assert _rel(got, ref_pair) <= RTOL, kw
+    A = scipy.sparse.random(n, n, density=0.02, random_state=rng, format="lil")
+    A[3, :] = rng.standard_normal(n)  # a row of 700 entries: many batches
+    A[5, :200] = rng.standard_normal(200)
+    A = A.tocsr()
+    G = cupyx.scipy.sparse.csr_matrix(A)
+    knobs = [dict(loads=x) for x in gk._KNOBS["loads"]] + [dict(rows=x) for x in gk._KNOBS["rows"]] + [dict(wide=True)]
+    for kw in knobs:
+        assert _rel(gk.csr_matmul(G, g[3], out=_poison((n, r)), **kw), A @ V) <= RTOL, kw
+    with pytest.raises(ValueError):
+        gk.sym_sample(g[0], g[1], g[2], None, entries=3)
+
+
+def test_csr_matmul_vector_and_noncontiguous():
+    rng = np.random.default_rng(3)
+    A = scipy.sparse.random(400, 400, density=0.03, random_state=rng, format="csr")
+    G = cupyx.scipy.sparse.csr_matrix(A)
+    v = rng.standard_normal(400)
+    got = GpuKernels.csr_matmul(G, cp.asarray(v))
+    assert got.shape == (400,)
+    assert _rel(got, A @ v) <= RTOL
+    V = rng.standard_normal((400, 12))
+    Vf = cp.asfortranarray(cp.asarray(V))  # converted to C order internally
+    assert _rel(GpuKernels.csr_matmul(G, Vf), A @ V) <= RTOL
+
+
+def test_large_rows_and_entries():
+    """A bigger case that spans many blocks: n = 200k, ~2M nonzeros, r = 8 and 24."""
+    rng = np.random.default_rng(5)
+    n = 200_000
+    A = scipy.sparse.random(n, n, density=5e-5, random_state=rng, format="csr")
+    S = (A + A.T).tocsr()
+    lower = scipy.sparse.tril(S, format="coo")
+    rows, cols = lower.row.astype(np.int32), lower.col.astype(np.int32)
+    G = cupyx.scipy.sparse.csr_matrix(S)
+    for r in (8, 24):
+        U = rng.standard_normal((n, r))
+        D = rng.standard_normal((n, r))
+        assert _rel(GpuKernels.csr_matmul(G, cp.asarray(U), out=_poison((n, r))), S @ U) <= RTOL
+        gr, gc = cp.asarray(rows), cp.asarray(cols)
+        assert _rel(GpuKernels.sym_sample(gr, gc, cp.asarray(U), None, out=_poison(rows.size)),
+                    CpuKernels.sym_sample(rows, cols, U, None)) <= RTOL
+        ref = CpuKernels.sym_sample_pair(rows, cols, U, D)
+        got = GpuKernels.sym_sample_pair(gr, gc, cp.asarray(U), cp.asarray(D), out=_poison((rows.size, 2)))
+        assert _rel(got, ref) <= RTOL
+
+
+def test_empty_pattern_and_zero_rank():
+    U = cp.asarray(np.random.default_rng(0).standard_normal((5, 3)))
+    e32 = cp.zeros(0, dtype=cp.int32)
+    assert GpuKernels.sym_sample(e32, e32, U, None).shape == (0,)
+    assert GpuKernels.sym_sample(e32, e32, U, U).shape == (0,)
+    assert GpuKernels.sym_sample_pair(e32, e32, U, U).shape == (0, 2)
+    rows = cp.asarray([0, 1, 4], dtype=cp.int32)
+    z = cp.zeros((5, 0))
+    assert cp.all(GpuKernels.sym_sample(rows, rows, z, None, out=_poison(3)) == 0)
+    assert cp.all(GpuKernels.sym_sample_pair(rows, rows, z, z, out=_poison((3, 2))) == 0)
+    empty = cupyx.scipy.sparse.csr_matrix((0, 5))
+    assert GpuKernels.csr_matmul(empty, U).shape == (0, 3)
+    allzero = cupyx.scipy.sparse.csr_matrix((6, 5))  # rows with no entries at all: output must be written
+    got = GpuKernels.csr_matmul(allzero, U, out=_poison((6, 3)))
+    assert cp.all(got == 0)
+
+
+def test_bad_out_is_rejected():
+    U = cp.ones((4, 2))
+    rows = cp.asarray([0, 3], dtype=cp.int32)
+    with pytest.raises(ValueError):
+        GpuKernels.sym_sample(rows, rows, U, None, out=cp.empty(3))
+    with pytest.raises(ValueError):
+        GpuKernels.sym_sample_pair(rows, rows, U, U, out=cp.empty((2, 2), order="F"))
+    with pytest.raises(ValueError):
+        GpuKernels.csr_matmul(cupyx.scipy.sparse.csr_matrix((4, 5)), U)
+
+
+def test_no_host_sync():
+    """The kernels only enqueue work: they run inside CUDA-graph capture (which forbids synchronisation)."""
+    rng = np.random.default_rng(9)
+    n, r = 1000, 6
+    A = scipy.sparse.random(n, n, density=0.01, random_state=rng, format="csr")
+    S = (A + A.T).tocsr()
+    lower = scipy.sparse.tril(S, format="coo")
+    rows, cols = cp.asarray(lower.row.astype(np.int32)), cp.asarray(lower.col.astype(np.int32))
+    G = cupyx.scipy.sparse.csr_matrix(S)
+    U = cp.asarray(rng.standard_normal((n, r)))
+    D = cp.asarray(rng.standard_normal((n, r)))
+    out1, out2, out3 = _poison(rows.size), _poison((rows.size, 2)), _poison((n, r))
+
+    def enqueue():
+        GpuKernels.sym_sample(rows, cols, U, None, out=out1)
+        GpuKernels.sym_sample_pair(rows, cols, U, D, out=out2)
+        GpuKernels.csr_matmul(G, U, out=out3)
+
+    enqueue()  # compiles and loads the kernels outside the capture
+    cp.cuda.Device().synchronize()
+    stream = cp.cuda.Stream(non_blocking=True)
+    with stream:
+        stream.begin_capture()
+        enqueue()
+        graph = stream.end_capture()
+        for o in (out1, out2, out3):
+            o.fill(cp.nan)
+        graph.launch(stream)
+    stream.synchronize()
+    Uh, Dh = cp.asnumpy(U), cp.asnumpy(D)
+    rh, ch = cp.asnumpy(rows), cp.asnumpy(cols)
+    assert _rel(out1, CpuKernels.sym_sample(rh, ch, Uh, None)) <= RTOL
+    assert _rel(out2, CpuKernels.sym_sample_pair(rh, ch, Uh, Dh)) <= RTOL
+    assert _rel(out3, S @ Uh) <= RTOL

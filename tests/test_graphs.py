@@ -1,0 +1,122 @@
+"""The synthetic benchmark graphs (benchmarks/graphs.py): structure, and rgg edges against brute force."""
+from __future__ import annotations
+
+import importlib.util
+import pathlib
+
+import numpy as np
+import pytest
+import scipy.sparse
+
+_PATH = pathlib.Path(__file__).resolve().parents[1] / "benchmarks" / "graphs.py"
+_spec = importlib.util.spec_from_file_location("_culorads_bench_graphs", _PATH)
+graphs = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(graphs)
+
+
+def _check_adjacency(A, n):
+    assert A.shape == (n, n)
+    assert scipy.sparse.issparse(A) and A.format == "csr"
+    assert A.has_sorted_indices
+    assert np.all(A.data == 1.0)
+    assert A.diagonal().sum() == 0, "self loop"
+    assert (A != A.T).nnz == 0, "not symmetric"
+    B = A.copy()
+    B.sum_duplicates()
+    assert B.nnz == A.nnz, "duplicate entries"
+
+
+def _brute_force_edges(points, radius):
+    d = points[:, None, :] - points[None, :, :]
+    d2 = d[..., 0] * d[..., 0] + d[..., 1] * d[..., 1]
+    i, j = np.nonzero(np.triu(d2 <= radius * radius, k=1))
+    return set(zip(i.tolist(), j.tolist()))
+
+
+def _edges(A):
+    i, j = graphs.edge_list(A)
+    return set(zip(np.asarray(i).tolist(), np.asarray(j).tolist()))
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_rgg_matches_brute_force(seed):
+    n = 500
+    points = np.random.default_rng(seed).random((n, 2))
+    radius = graphs.rgg_radius(n)
+    A = graphs.random_geometric_graph(points, radius)
+    _check_adjacency(A, n)
+    expected = _brute_force_edges(points, radius)
+    assert len(expected) > n  # the test means something
+    assert _edges(A) == expected
+
+
+@pytest.mark.parametrize("radius", [0.013, 0.1, 0.3, 0.5, 0.9, 1.5])
+def test_rgg_other_radii_and_cell_boundaries(radius):
+    rng = np.random.default_rng(7)
+    # random points plus points exactly on cell boundaries and at exact distance `radius` from each other
+    g = max(1, int(np.floor(1.0 / radius)))
+    lattice = np.array([(i / g, j / g) for i in range(min(g, 12)) for j in range(min(g, 12))])
+    pts = np.concatenate([rng.random((300, 2)), lattice, [[0.0, 0.0], [0.0, min(radius, 0.999)]]])
+    pts = pts[(pts >= 0).all(1) & (pts < 1).all(1)]
+    A = graphs.random_geometric_graph(pts, radius)
+    _check_adjacency(A, len(pts))
+    assert _edges(A) == _brute_force_edges(pts, radius)
+
+
+def test_rgg_graph_k():
+    A = graphs.rgg_graph(12, seed=3)
+    n = 1 << 12
+    _check_adjacency(A, n)
+    # expected degree of the DIMACS recipe: n * pi * radius^2 = 0.3025 * pi * ln n (less at the border)
+    avg = A.nnz / n
+    assert 0.8 * 0.3025 * np.pi * np.log(n) < avg < 1.05 * 0.3025 * np.pi * np.log(n)
+    assert (graphs.rgg_graph(12, seed=3) != A).nnz == 0  # fixed seed, fixed graph
+
+
+def test_rgg_tiny():
+    for n in (0, 1, 2):
+        A = graphs.random_geometric_graph(np.random.default_rng(0).random((n, 2)), 0.5)
+        assert A.shape == (n, n)
+
+
+@pytest.mark.parametrize("k", [8, 11])
+def test_delaunay_edge_count(k):
+    from scipy.spatial import Delaunay
+    n = 1 << k
+    A = graphs.delaunay_graph(k, seed=5)
+    _check_adjacency(A, n)
+    edges = A.nnz // 2
+    hull = np.unique(Delaunay(np.random.default_rng(5).random((n, 2))).convex_hull).size
+    assert edges == 3 * n - 3 - hull  # Euler's formula for a triangulation
+    assert 2.9 * n < edges < 3 * n
+    assert A.indices.dtype == np.int32
+
+
+@pytest.mark.parametrize("maker", ["random", "banded"])
+def test_random_graphs(maker):
+    n, degree = 20000, 10
+    if maker == "random":
+        A = graphs.random_regular_like(n, degree, seed=1)
+    else:
+        A = graphs.banded_graph(n, degree, bandwidth=50, seed=1)
+        i, j = graphs.edge_list(A)
+        assert np.all(j - i <= 50)
+    _check_adjacency(A, n)
+    assert 0.95 * degree < A.nnz / n <= degree
+
+
+def test_gpu_versions_match_cpu():
+    cp = pytest.importorskip("cupy")
+    try:
+        if cp.cuda.runtime.getDeviceCount() < 1:
+            pytest.skip("no CUDA device")
+    except Exception as exc:  # pragma: no cover - depends on the machine
+        pytest.skip(f"no CUDA device ({exc})")
+    for cpu, gpu in (
+        (graphs.rgg_graph(13, seed=2), graphs.rgg_graph(13, seed=2, device="gpu")),
+        (graphs.random_regular_like(5000, 8, seed=2), graphs.random_regular_like(5000, 8, seed=2, device="gpu")),
+        (graphs.banded_graph(5000, 8, 30, seed=2), graphs.banded_graph(5000, 8, 30, seed=2, device="gpu")),
+    ):
+        host = gpu.get()
+        assert (host != cpu).nnz == 0
+        assert np.array_equal(host.indptr, cpu.indptr) and np.array_equal(host.indices, cpu.indices)

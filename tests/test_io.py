@@ -1,0 +1,186 @@
+"""SDPA reader and writer: inline files for every rule of the format, round trips, errors with line numbers,
+and (when ``../shared`` is present) the real SDPLIB files against their README table."""
+import gzip
+import lzma
+from pathlib import Path
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from conftest import data_file
+from cvxpy_culorads.io import file_stem, read_sdpa, write_sdpa
+from cvxpy_culorads.problem import SDPProblem
+
+# Two PSD blocks (2 and 3) between three diagonal blocks (2, 1, 1): diagonal blocks at the start, middle
+# and end, punctuation and comments in the header, an entry from the upper triangle (i > j) and a blank line.
+MIXED = """\
+* a comment line
+"a quoted comment line
+2 = mDIM
+5 = nBLOCK
+{-2, 2, -1, 3, -1}
+{1.5, (2)}
+0 1 1 1 3.0
+0 2 1 2 1.0
+1 1 2 2 1.0
+1 2 1 1 2.0
+
+1 3 1 1 4.0
+2 4 3 2 5.0
+2 4 1 1 1.0
+0 4 2 3 -7.0
+2 5 1 1 -1.0
+"""
+
+
+def write(path: Path, text: str) -> Path:
+    opener = {".gz": gzip.open, ".xz": lzma.open}.get(path.suffix, open)
+    with opener(path, "wt") as f:
+        f.write(text)
+    return path
+
+
+@pytest.mark.parametrize("suffix", [".dat-s", ".dat-s.gz", ".dat-s.xz"])
+def test_mixed_blocks(tmp_path, suffix):
+    p = read_sdpa(write(tmp_path / f"mixed{suffix}", MIXED))
+    assert p.name == "mixed"
+    assert p.m == 2 and p.block_sizes == (2, 3) and p.n_lp == 4
+    np.testing.assert_array_equal(p.b, [1.5, 2.0])
+    # C = -F0; SDPA's (i, j) and (j, i) are one symmetric entry.
+    np.testing.assert_array_equal(p.objective_matrix(0).toarray(), [[0, -1], [-1, 0]])
+    np.testing.assert_array_equal(p.objective_matrix(1).toarray(), [[0, 0, 0], [0, 0, 7], [0, 7, 0]])
+    np.testing.assert_array_equal(p.constraint_matrix(0, 0).toarray(), [[2, 0], [0, 0]])
+    np.testing.assert_array_equal(p.constraint_matrix(1, 1).toarray(), [[1, 0, 0], [0, 0, 5], [0, 5, 0]])
+    assert p.constraint_matrix(1, 0).nnz == 0 and p.constraint_matrix(0, 1).nnz == 0
+    # The diagonal blocks -2, -1, -1 are the variables 0-1, 2 and 3, in file order.
+    np.testing.assert_array_equal(p.c_lp, [-3, 0, 0, 0])
+    np.testing.assert_array_equal(p.A_lp.toarray(), [[0, 1, 4, 0], [0, 0, 0, -1]])
+
+
+def test_duplicates_add_up_and_vectors_may_span_lines(tmp_path):
+    text = "3\n1\n2\n1 2\n3\n0 1 1 2 1.0\n0 1 2 1 1.0\n1 1 1 1 1.0\n1 1 1 1 2.0\n2 1 2 2 1\n3 1 1 2 1\n"
+    p = read_sdpa(write(tmp_path / "dup.dat-s", text))
+    np.testing.assert_array_equal(p.b, [1, 2, 3])
+    np.testing.assert_array_equal(p.objective_matrix(0).toarray(), [[0, -2], [-2, 0]])
+    np.testing.assert_array_equal(p.constraint_matrix(0, 0).toarray(), [[3, 0], [0, 0]])
+
+
+def test_only_a_diagonal_block(tmp_path):
+    p = read_sdpa(write(tmp_path / "lp.dat-s", "1\n1\n-3\n1\n0 1 2 2 5\n1 1 1 1 1\n1 1 3 3 1\n"))
+    assert p.block_sizes == () and p.n_lp == 3
+    np.testing.assert_array_equal(p.c_lp, [0, -5, 0])
+    np.testing.assert_array_equal(p.A_lp.toarray(), [[1, 0, 1]])
+
+
+def random_problem(seed: int) -> SDPProblem:
+    rng = np.random.default_rng(seed)
+    sizes, m, n_lp = (4, 1, 6), 5, 3
+    C, A = [], []
+    for n in sizes:
+        S = sp.random_array((n, n), density=0.5, rng=rng)
+        C.append(S + S.T)
+        e = 3 * n
+        A.append((rng.integers(0, m, e), rng.integers(0, n, e), rng.integers(0, n, e), rng.standard_normal(e)))
+    A_lp = sp.random_array((m, n_lp), density=0.6, rng=rng)
+    return SDPProblem(rng.standard_normal(m), C, A, c_lp=rng.standard_normal(n_lp) * (rng.random(n_lp) < 0.7),
+                      A_lp=A_lp, name="random")
+
+
+def assert_same_problem(p: SDPProblem, q: SDPProblem):
+    assert (p.block_sizes, p.n_lp, p.m) == (q.block_sizes, q.n_lp, q.m)
+    np.testing.assert_array_equal(p.b, q.b)
+    np.testing.assert_array_equal(p.c_lp, q.c_lp)
+    for a, b in zip(p.C_coords + p.A_coords, q.C_coords + q.A_coords):
+        for x, y in zip(a, b):
+            np.testing.assert_array_equal(x, y)
+    assert (p.A_lp != q.A_lp).nnz == 0
+
+
+@pytest.mark.parametrize("suffix", [".dat-s", ".dat-s.gz", ".dat-s.xz"])
+def test_write_read_round_trip_is_exact(tmp_path, suffix):
+    p = random_problem(0)
+    path = tmp_path / f"random{suffix}"
+    write_sdpa(p, path)
+    q = read_sdpa(path)
+    assert_same_problem(p, q)
+    assert q.name == "random"
+    write_sdpa(q, tmp_path / "again.dat-s")
+    assert_same_problem(p, read_sdpa(tmp_path / "again.dat-s"))
+
+
+def test_write_puts_the_nonnegative_variables_last(tmp_path):
+    p = read_sdpa(write(tmp_path / "mixed.dat-s", MIXED))
+    write_sdpa(p, tmp_path / "out.dat-s")
+    lines = (tmp_path / "out.dat-s").read_text().splitlines()
+    assert lines[1:4] == ["2", "3", "2 3 -4"]
+    assert_same_problem(p, read_sdpa(tmp_path / "out.dat-s"))
+
+
+def test_file_stem():
+    assert file_stem("a/b/mcp100.dat-s.xz") == "mcp100"
+    assert file_stem("G1") == "G1"
+    assert file_stem("graph.mtx.gz") == "graph"
+
+
+HEADER = "2\n1\n2\n1 1\n"  # m = 2, one 2x2 block, c = (1, 1): entries start on line 5
+
+
+@pytest.mark.parametrize("text, lineno, words", [
+    ("2\n", 2, "unexpected end of file"),
+    ("2.5\n1\n2\n1 1\n", 1, "must be integers"),
+    ("2\nblocks\n", 2, "expected the number of blocks"),
+    ("2\n1\n0\n1 1\n", 3, "block size is 0"),
+    ("2\n2\n2\n1 1\n", 3, "found 3 on lines 3-4"),
+    ("2\n1\n2\n1\n1 1 1 1 1.0\n", 4, "found 6 on lines 4-5"),
+    ("2\n1\n2\n1 nan\n", 4, "not finite"),
+    ("* only\n2\n1\n2\n1\n", 6, "unexpected end of file: expected the c vector"),
+    (HEADER + "1 1 1 1 1.0\n1 1 1 1\n", 6, "expected 5 fields"),
+    (HEADER + "1 1 1 1 1.0\n\n1 1 one 1 1.0\n", 7, "'one' is not a number"),
+    (HEADER + "1 1 1 1 1.0\n\n3 1 1 1 1.0\n", 7, "matrix number 3 is outside 0..2"),
+    (HEADER + "1 2 1 1 1.0\n", 5, "block 2 is outside 1..1"),
+    (HEADER + "1 1 1 1 1.0\n1 1 3 1 1.0\n", 6, "entry (3, 1) lies outside block 1 of size 2"),
+    (HEADER + "1 1 1.5 1 1.0\n", 5, "must be integers"),
+    (HEADER + "1 1 1 1 1.0\n2 1 2 2 inf\n", 6, "not finite"),
+    ("1\n2\n1 -2\n1\n1 1 1 1 1\n1 2 1 2 1.0\n", 6, "off the diagonal of block 2"),
+])
+def test_malformed_files_name_the_line(tmp_path, text, lineno, words):
+    path = write(tmp_path / "bad.dat-s", text)
+    with pytest.raises(ValueError) as info:
+        read_sdpa(path)
+    assert str(info.value).startswith(f"{path}:{lineno}: "), str(info.value)
+    assert words in str(info.value)
+
+
+def test_undecodable_file(tmp_path):
+    path = tmp_path / "broken.dat-s.xz"
+    path.write_bytes(b"not xz data")
+    with pytest.raises(ValueError, match="cannot decode"):
+        read_sdpa(path)
+
+
+def test_infeasible_constraint_names_the_file(tmp_path):
+    path = write(tmp_path / "empty_row.dat-s", "2\n1\n2\n1 1\n1 1 1 1 1.0\n")
+    with pytest.raises(ValueError, match=r"empty_row.dat-s: constraint 1 has no coefficients"):
+        read_sdpa(path)
+
+
+@pytest.mark.parametrize("name, m, sizes, n_lp", [
+    ("mcp100.dat-s", 100, (100,), 0),
+    ("arch0.dat-s", 174, (161,), 174),
+    ("control1.dat-s", 21, (10, 5), 0),
+    ("truss1.dat-s", 6, (2, 2, 2, 2, 2, 2, 1), 0),
+    ("control10.dat-s.xz", 1326, (100, 50), 0),
+])
+def test_sdplib_files(name, m, sizes, n_lp):
+    p = read_sdpa(data_file("sdplib", name))
+    assert (p.m, p.block_sizes, p.n_lp) == (m, sizes, n_lp)
+    assert p.name == name.split(".")[0]
+
+
+def test_sdplib_mcp100_is_a_maxcut_sdp():
+    p = read_sdpa(data_file("sdplib", "mcp100.dat-s"))
+    C = p.objective_matrix(0).toarray()  # -L/4 for a Laplacian L: zero row sums, nonpositive diagonal
+    np.testing.assert_allclose(C.sum(axis=1), 0, atol=1e-12)
+    assert np.all(np.diag(C) <= 0)
+    np.testing.assert_array_equal(p.b, np.ones(100))
