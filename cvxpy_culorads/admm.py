@@ -33,7 +33,7 @@ RESTART_RHO_FACTOR, MAX_RESTARTS = 4.0, 6
 CG_MAX_ITER, CG_RESTART = 800, 20
 
 
-def conjugate_gradient(apply, rhs, x, tol: float, backend, check_every: int = 1):
+def conjugate_gradient(apply, rhs, x, tol: float, backend, check_every: int = 1, max_iter: int = CG_MAX_ITER):
     """Solve apply(x) = rhs from the start ``x`` (overwritten) until ||r||_2 <= tol ||rhs||_1.
 
     Residuals are recomputed and directions restarted every ``CG_RESTART`` iterations (cheap
@@ -43,7 +43,7 @@ def conjugate_gradient(apply, rhs, x, tol: float, backend, check_every: int = 1)
     xp = backend.xp
     threshold = tol * float(xp.abs(rhs).sum())
     iterations = 0
-    while iterations < CG_MAX_ITER:
+    while iterations < max_iter:
         r = rhs - apply(x)
         p = r.copy()
         rr = xp.vdot(r, r)

@@ -151,13 +151,15 @@ class ALMPhase:
         while True:
             pairs = op.sample_pair(st.R, D)
             AW = op.constraints(pairs)
-            cW = op.objective(pairs)
             q1, q2 = 2.0 * AW[:, 0], AW[:, 1]
             q0 = st.lam / rho - residual
-            scalars = self.backend.to_host(xp.stack([
-                xp.vdot(self.G, self.G), xp.vdot(D, self.G), q2 @ q2, q1 @ q2, q1 @ q1, q0 @ q2, q0 @ q1,
-                cW[0], cW[1], residual @ residual]))
-            gg, dg, q22, q12, q11, q02, q01, c_rd, c_dd, rr = (float(v) for v in scalars)
+            # every scalar of the step in one transfer: the m-vector inner products as one Gram matrix
+            Q = xp.stack([q0, q1, q2, residual], axis=1)
+            scalars = self.backend.to_host(xp.concatenate([
+                (Q.T @ Q).ravel(), op.objective(pairs), xp.stack([xp.vdot(self.G, self.G), xp.vdot(D, self.G)])]))
+            gram = scalars[:16].reshape(4, 4)
+            q01, q02, q11, q12, q22, rr = gram[0, 1], gram[0, 2], gram[1, 1], gram[1, 2], gram[2, 2], gram[3, 3]
+            c_rd, c_dd, gg, dg = (float(v) for v in scalars[16:])
             if dg < 0 or not self.lbfgs.pairs:
                 break
             self.lbfgs.reset()  # not a descent direction: fall back to steepest descent

@@ -20,7 +20,8 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.linalg
 
-__all__ = ["ProblemNorms", "primal_infeasibility", "relative_gap", "dual_infeasibility", "smallest_eigenpairs"]
+__all__ = ["ProblemNorms", "primal_infeasibility", "relative_gap", "dual_infeasibility", "smallest_eigenpairs",
+           "stationary_multipliers"]
 
 DENSE_LIMIT = 1000  # blocks up to this order get a dense eigen-decomposition
 
@@ -52,6 +53,27 @@ def dual_infeasibility(op, lam, norms: ProblemNorms, seed: int = 0) -> tuple[flo
     lp = _lp_slacks(slack, op.layout, op.backend)
     violation = sum(max(0.0, -value) for value, _ in pairs) + float(np.maximum(-lp, 0.0).sum())
     return violation / (1.0 + norms.C_1), pairs
+
+
+def stationary_multipliers(op, R, lam, max_iter: int = 500):
+    """The multipliers that best satisfy stationarity (C - A*(lambda)) R = 0 at the factor R.
+
+    Least squares over lambda by CG on the normal equations J*J lambda = J*(C R), J(lambda) = A*(lambda) R,
+    warm-started at ``lam``. At an optimal X = R R' the true multipliers solve it exactly, so this
+    removes the error that the multiplier updates leave behind. It matters most for nonnegative
+    variables near zero: x_j = r_j^2 has a vanishing gradient at r_j = 0, so the iterations barely see
+    a slightly negative c_j - a_j'lambda there, while the least squares ignores such rows (weight r_j^2).
+    """
+    from .admm import conjugate_gradient  # the phases' CG, on m-vectors here
+
+    CR = op.adjoint_times(op.adjoint_data(op.backend.xp.zeros_like(lam), 1.0), R)
+    rhs = op.constraints(op.sample(CR, R))
+
+    def normal(y):
+        return op.constraints(op.sample(op.adjoint_times(op.adjoint_data(y, 0.0), R), R))
+
+    refined, _ = conjugate_gradient(normal, rhs, lam.copy(), 1e-14, op.backend, max_iter=max_iter)
+    return refined
 
 
 def _lp_slacks(slack, layout, backend) -> np.ndarray:

@@ -24,7 +24,7 @@ from threadpoolctl import threadpool_limits
 from .admm import ADMMPhase
 from .alm import ALMPhase
 from .backend import select_backend
-from .certificates import ProblemNorms, dual_infeasibility, primal_infeasibility, relative_gap
+from .certificates import ProblemNorms, dual_infeasibility, primal_infeasibility, relative_gap, stationary_multipliers
 from .layout import CompressedOperator
 from .result import Result, Status
 from .settings import Settings
@@ -32,7 +32,7 @@ from .state import SolverState, block_ranks, widen_factor
 
 __all__ = ["solve"]
 
-REOPT_ROUNDS = {0: 0, 1: 1, 2: 3}
+REOPT_ROUNDS = {0: 0, 1: 1, 2: 8}
 REOPT_ALM_OUTER = 3
 MAX_ESCAPES = 5  # rank increases driven by a negative eigenvalue of the dual slack
 
@@ -125,13 +125,12 @@ class _Run:
         return violation / (1.0 + self.norms.C_inf) > self.settings.tol
 
     # ------------------------------------------------------------------ measuring a point
-    def evaluate(self) -> _Evaluation:
-        """Errors of the current factor and multipliers, recomputed from scratch."""
+    def evaluate(self, lam) -> _Evaluation:
+        """Errors of the current factor and the (unscaled) multipliers ``lam``, from scratch."""
         st, op = self.state, self.op
         w = op.sample(st.R)
         residual = float(self.backend.xp.linalg.norm(op.constraints(w) - op.b))
         primal = float(op.objective(w))
-        lam = st.lam / st.c_scale
         dual = float(op.b @ lam)
         dinf, pairs = dual_infeasibility(op, lam, self.norms, seed=self.settings.seed)
         errors = {"primal_infeasibility": primal_infeasibility(residual, self.norms),
@@ -200,8 +199,16 @@ class _Snapshot:
 
     @classmethod
     def of(cls, run: _Run) -> "_Snapshot":
+        """The current point, with the stationary multipliers when they are better than the iterated ones
+        (and then the iterations continue from them)."""
         st = run.state
-        evaluation = run.evaluate()
+        lam = st.lam / st.c_scale
+        evaluation = run.evaluate(lam)
+        if evaluation.errors["dual_infeasibility"] > run.settings.tol and math.isfinite(evaluation.worst):
+            refined = stationary_multipliers(run.op, st.R, lam)
+            candidate = run.evaluate(refined)
+            if candidate.worst < evaluation.worst:
+                evaluation, st.lam = candidate, refined * st.c_scale
         run.say(f"      errors: pinf {evaluation.errors['primal_infeasibility']:.2e} "
                 f"dinf {evaluation.errors['dual_infeasibility']:.2e} gap {evaluation.errors['gap']:.2e}")
         return cls(st.R.copy(), st.lam.copy(), st.c_scale, list(st.ranks), evaluation)

@@ -7,7 +7,9 @@ supported on Omega, the union of the lower-triangular positions of C and of all 
 diagonal positions of the nonnegative variables), so the operator is stored as
 
 - ``A_fold``: CSR (m x |Omega|), entries of A_i with weight 2 off the diagonal, so that
-  A(X) = A_fold @ X_Omega for a symmetric X given by its values on Omega;
+  A(X) = A_fold @ X_Omega for a symmetric X given by its values on Omega (all sparse products go
+  through the row-major CSR kernel of ``kernels.py``: on the GPU it avoids cuSPARSE's per-call
+  set-up, which dominates at Gset sizes);
 - ``c_fold`` / ``c_raw``: C on Omega, folded the same way / as plain values;
 - ``At_raw``: CSR (|Omega| x m), the plain values of the transpose, so that At_raw @ y gives the
   values of sum_i y_i A_i on Omega;
@@ -52,6 +54,19 @@ class BlockLayout:
         return cls(sizes, offsets, problem.n_lp, int(sum(sizes)), touching)
 
 
+def _csr(backend, rows, cols, vals, shape, index_dtype, presorted=False):
+    """A CSR matrix of the backend from unique coordinates (sorted row-major unless ``presorted``)."""
+    xp = backend.xp
+    if not presorted:
+        order = xp.argsort(rows * shape[1] + cols)
+        rows, cols, vals = rows[order], cols[order], vals[order]
+    indptr = xp.searchsorted(rows, xp.arange(shape[0] + 1))
+    if max(shape[1], int(indptr[-1])) >= np.iinfo(np.int32).max and backend.is_gpu:
+        raise ValueError(f"a sparse operator of shape {shape} with {int(indptr[-1])} nonzeros needs 64-bit "
+                         "indices, which cupyx.scipy.sparse does not support")
+    return backend.sparse.csr_matrix((vals, cols.astype(index_dtype), indptr.astype(index_dtype)), shape=shape)
+
+
 class CompressedOperator:
     """The problem's data on one backend, in the column-compressed layout described above."""
 
@@ -76,39 +91,46 @@ class CompressedOperator:
         c_rows, c_cols, c_vals = map(np.concatenate, (c_rows, c_cols, c_vals))
         a_cons, a_rows, a_cols, a_vals = map(np.concatenate, (a_cons, a_rows, a_cols, a_vals))
 
+        # The sorting and indexing below run on the backend (on the GPU for large problems); the
+        # coordinates are unique per position already (SDPProblem sums duplicates, blocks are disjoint).
+        xp = backend.xp
+        c_rows, c_cols, c_vals, a_cons, a_rows, a_cols, a_vals, lp_rows = (
+            xp.asarray(v) for v in (c_rows, c_cols, c_vals, a_cons, a_rows, a_cols, a_vals, lp_rows))
         # Omega: every position any coefficient touches, plus the diagonal of the LP rows (their
         # values x_j = r_j^2 are needed even where no constraint uses them, for the objective).
-        keys = np.concatenate([c_rows * n_rows + c_cols, a_rows * n_rows + a_cols, lp_rows * n_rows + lp_rows])
-        omega = np.unique(keys)
-        self.N = omega.size
+        omega = xp.unique(xp.concatenate([c_rows * n_rows + c_cols, a_rows * n_rows + a_cols,
+                                          lp_rows * n_rows + lp_rows]))
+        self.N = int(omega.size)
         omega_rows, omega_cols = omega // n_rows, omega % n_rows
-        fold = np.where(omega_rows == omega_cols, 1.0, 2.0)
+        del omega
+        fold = xp.where(omega_rows == omega_cols, 1.0, 2.0)
+        key = lambda r, c: r * n_rows + c  # noqa: E731  (position -> its index in omega, below)
+        omega_keys = key(omega_rows, omega_cols)
+        a_pos = xp.searchsorted(omega_keys, key(a_rows, a_cols))
+        c_raw = xp.zeros(self.N)
+        c_raw[xp.searchsorted(omega_keys, key(c_rows, c_cols))] = c_vals
+        del omega_keys, a_rows, a_cols, c_rows, c_cols
 
-        a_pos = np.searchsorted(omega, a_rows * n_rows + a_cols)
-        c_pos = np.searchsorted(omega, c_rows * n_rows + c_cols)
-        c_raw = np.zeros(self.N)
-        np.add.at(c_raw, c_pos, c_vals)
-        A_raw = sp.csr_array((a_vals, (a_cons, a_pos)), shape=(self.m, self.N))
-        A_raw.sum_duplicates()
-        A_fold = sp.csr_array((A_raw.data * fold[A_raw.indices], A_raw.indices, A_raw.indptr), shape=A_raw.shape)
+        idx = self._index_dtype(max(n_rows, self.N, a_vals.size))
+        self.A_fold = _csr(backend, a_cons, a_pos, a_vals * fold[a_pos], (self.m, self.N), idx)
+        self.At_raw = _csr(backend, a_pos, a_cons, a_vals, (self.N, self.m), idx)
+        del a_cons, a_pos, a_vals
 
         # Symmetric pattern of S: each off-diagonal position of Omega appears in both triangles.
-        off = omega_rows != omega_cols
-        s_rows = np.concatenate([omega_rows, omega_cols[off]])
-        s_cols = np.concatenate([omega_cols, omega_rows[off]])
-        s_gather = np.concatenate([np.arange(self.N), np.flatnonzero(off)])
-        order = np.lexsort((s_cols, s_rows))
-        S_host = sp.csr_array((np.zeros(order.size), (s_rows[order], s_cols[order])), shape=(n_rows, n_rows))
+        off = xp.flatnonzero(omega_rows != omega_cols)
+        s_rows = xp.concatenate([omega_rows, omega_cols[off]])
+        s_cols = xp.concatenate([omega_cols, omega_rows[off]])
+        s_gather = xp.concatenate([xp.arange(self.N), off])
+        order = xp.argsort(key(s_rows, s_cols))
+        self.S = _csr(backend, s_rows[order], s_cols[order], xp.zeros(order.size), (n_rows, n_rows), idx,
+                      presorted=True)
+        self.S_gather = s_gather[order].astype(idx)
+        del s_rows, s_cols, s_gather, order
 
-        xp, idx = backend.xp, self._index_dtype(max(n_rows, self.N))
-        self.rows = xp.asarray(omega_rows.astype(idx))
-        self.cols = xp.asarray(omega_cols.astype(idx))
-        self.c_raw = xp.asarray(c_raw)
-        self.c_fold = xp.asarray(c_raw * fold)
-        self.A_fold = backend.csr(A_fold)
-        self.At_raw = backend.csr(A_raw.T.tocsr())
-        self.S = backend.csr(S_host)
-        self.S_gather = xp.asarray(s_gather[order].astype(idx))
+        self.rows = omega_rows.astype(idx)
+        self.cols = omega_cols.astype(idx)
+        self.c_raw = c_raw
+        self.c_fold = c_raw * fold
         self.b = xp.asarray(problem.b)
 
     @staticmethod
@@ -126,7 +148,7 @@ class CompressedOperator:
 
     def constraints(self, w):
         """A(X) for X given on Omega (a vector, or an N x k block of such vectors)."""
-        return self.A_fold @ w
+        return self.kernels.csr_matmul(self.A_fold, w)
 
     def objective(self, w):
         """<C, X> for X given on Omega (vector) or per column of an N x k block."""
@@ -135,7 +157,7 @@ class CompressedOperator:
     # ------------------------------------------------------------------ adjoint
     def adjoint_values(self, y, c_scale):
         """Values on Omega of c_scale * C + sum_i y_i A_i."""
-        t = self.At_raw @ y
+        t = self.kernels.csr_matmul(self.At_raw, y)
         if c_scale:
             t += c_scale * self.c_raw
         return t
