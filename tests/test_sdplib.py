@@ -11,7 +11,7 @@ from cvxpy_culorads.models import maxcut_problem, read_graph
 from conftest import DEVICES, data_file, gset_value, sdplib_optimum
 
 QUICK = ["mcp100", "mcp124-1", "mcp250-1", "gpp100", "truss1", "theta1"]
-SLOW = ["mcp500-1", "maxG11", "maxG32", "qpG11", "gpp124-1", "gpp250-1", "theta2", "truss2"]
+SLOW = ["mcp500-1", "maxG11", "maxG32", "qpG11", "gpp124-1", "gpp250-1", "theta2"]
 
 
 def _solve_sdplib(name, device="cpu"):
