@@ -126,9 +126,8 @@ class ADMMPhase:
             self.U = self._solve_factor(cost, self.V, self.U, cg_tol, check_every)
             self.V = self._solve_factor(cost, self.U, self.V, cg_tol, check_every)
             st.R = 0.5 * (self.U + self.V)
-            w = op.sample(st.R)
-            st.Avals = op.constraints(w)
-            st.objective = float(op.objective(w))
+            st.Avals = op.constraints(op.sample(st.R))
+            st.objective = float(op.objective(st.R))
             residual = st.Avals - op.b
             residual_norm = float(self.xp.linalg.norm(residual))
             st.lam = st.lam - st.rho * residual

@@ -155,8 +155,9 @@ class ALMPhase:
             q0 = st.lam / rho - residual
             # every scalar of the step in one transfer: the m-vector inner products as one Gram matrix
             Q = xp.stack([q0, q1, q2, residual], axis=1)
-            scalars = self.backend.to_host(xp.concatenate([
-                (Q.T @ Q).ravel(), op.objective(pairs), xp.stack([xp.vdot(self.G, self.G), xp.vdot(D, self.G)])]))
+            CD = op.objective_times(D)
+            scalars = self.backend.to_host(xp.concatenate([(Q.T @ Q).ravel(), xp.stack([
+                xp.vdot(st.R, CD), xp.vdot(D, CD), xp.vdot(self.G, self.G), xp.vdot(D, self.G)])]))
             gram = scalars[:16].reshape(4, 4)
             q01, q02, q11, q12, q22, rr = gram[0, 1], gram[0, 2], gram[1, 1], gram[1, 2], gram[2, 2], gram[3, 3]
             c_rd, c_dd, gg, dg = (float(v) for v in scalars[16:])
@@ -197,9 +198,8 @@ class ALMPhase:
     def _refresh(self) -> None:
         """Recompute A(X), <C,X> and the gradient from scratch (start, rank change)."""
         st, op = self.state, self.op
-        w = op.sample(st.R)
-        st.Avals = op.constraints(w)
-        st.objective = float(op.objective(w))
+        st.Avals = op.constraints(op.sample(st.R))
+        st.objective = float(op.objective(st.R))
         self.G = self._gradient()
         self._update_eta()
 

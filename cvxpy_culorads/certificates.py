@@ -46,10 +46,11 @@ def relative_gap(primal: float, dual: float) -> float:
     return abs(primal - dual) / (1.0 + abs(primal) + abs(dual))
 
 
-def dual_infeasibility(op, lam, norms: ProblemNorms, seed: int = 0) -> tuple[float, list[tuple]]:
-    """(dual infeasibility, (lambda_min, eigenvector) per PSD block) of the multipliers ``lam``."""
+def dual_infeasibility(op, lam, norms: ProblemNorms, accuracy: float, seed: int = 0) -> tuple[float, list[tuple]]:
+    """(dual infeasibility, (lambda_min, eigenvector) per PSD block) of the multipliers ``lam``;
+    Lanczos stops once its Ritz residual is below ``accuracy``."""
     slack = op.symmetric(op.adjoint_data(-lam, 1.0))
-    pairs = smallest_eigenpairs(slack, op.layout, op.backend, accuracy=1e-9 * (1.0 + norms.C_1), seed=seed)
+    pairs = smallest_eigenpairs(slack, op.layout, op.backend, accuracy=accuracy, seed=seed)
     lp = _lp_slacks(slack, op.layout, op.backend)
     violation = sum(max(0.0, -value) for value, _ in pairs) + float(np.maximum(-lp, 0.0).sum())
     return violation / (1.0 + norms.C_1), pairs

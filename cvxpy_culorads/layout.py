@@ -6,19 +6,20 @@ scalar (x_j = r_j^2 is a 1 x 1 PSD block of rank one). Every matrix the solver t
 supported on Omega, the union of the lower-triangular positions of C and of all A_i (plus the
 diagonal positions of the nonnegative variables), so the operator is stored as
 
-- ``A_fold``: CSR (m x |Omega|), entries of A_i with weight 2 off the diagonal, so that
-  A(X) = A_fold @ X_Omega for a symmetric X given by its values on Omega (all sparse products go
-  through the row-major CSR kernel of ``kernels.py``: on the GPU it avoids cuSPARSE's per-call
-  set-up, which dominates at Gset sizes);
-- ``c_fold`` / ``c_raw``: C on Omega, folded the same way / as plain values;
+- ``A_fold``: CSR (m x |Omega_A|) over the positions Omega_A some A_i touches, entries of A_i with
+  weight 2 off the diagonal, so that A(X) = A_fold @ X_{Omega_A} for a symmetric X given by its
+  values there (all sparse products go through the row-major CSR kernel of ``kernels.py``: on the
+  GPU it avoids cuSPARSE's per-call set-up, which dominates at Gset sizes);
+- ``c_raw`` / ``c_data``: C on Omega / in the symmetric pattern below, so that <C, U V'> = <U, C V>
+  is a sparse product (no sampling on C's positions, which is most of Omega for MaxCut);
 - ``At_raw``: CSR (|Omega| x m), the plain values of the transpose, so that At_raw @ y gives the
   values of sum_i y_i A_i on Omega;
 - ``S``: the symmetric block-diagonal pattern (both triangles of Omega) and ``S_gather``, the
   position in Omega of each of its entries, so that (s C + A*(y)) V is one SpMV, one gather and one
   row-major sparse x dense product.
 
-Memory is O(nnz(A) + nnz(C) + |Omega|), never O(n^2); sym(U V') is only ever formed on Omega by the
-sampled-product kernel. The operator knows nothing about phases or stopping rules.
+Memory is O(nnz(A) + nnz(C) + |Omega|), never O(n^2); sym(U V') is only ever formed on Omega_A by
+the sampled-product kernel. The operator knows nothing about phases or stopping rules.
 """
 from __future__ import annotations
 
@@ -103,18 +104,24 @@ class CompressedOperator:
         self.N = int(omega.size)
         omega_rows, omega_cols = omega // n_rows, omega % n_rows
         del omega
-        fold = xp.where(omega_rows == omega_cols, 1.0, 2.0)
         key = lambda r, c: r * n_rows + c  # noqa: E731  (position -> its index in omega, below)
         omega_keys = key(omega_rows, omega_cols)
-        a_pos = xp.searchsorted(omega_keys, key(a_rows, a_cols))
+        a_keys = key(a_rows, a_cols)
+        a_pos = xp.searchsorted(omega_keys, a_keys)
         c_raw = xp.zeros(self.N)
         c_raw[xp.searchsorted(omega_keys, key(c_rows, c_cols))] = c_vals
-        del omega_keys, a_rows, a_cols, c_rows, c_cols
+        # The positions some A_i touches: the only place where sym(U V') is ever sampled (the objective
+        # goes through C V instead, a sparse product that costs the same and needs no sampling).
+        sampled = xp.unique(a_keys)
+        a_sampled = xp.searchsorted(sampled, a_keys)
+        sampled_rows, sampled_cols = sampled // n_rows, sampled % n_rows
+        del omega_keys, a_keys, a_rows, a_cols, c_rows, c_cols, sampled
 
         idx = self._index_dtype(max(n_rows, self.N, a_vals.size))
-        self.A_fold = _csr(backend, a_cons, a_pos, a_vals * fold[a_pos], (self.m, self.N), idx)
+        fold = xp.where(sampled_rows == sampled_cols, 1.0, 2.0)
+        self.A_fold = _csr(backend, a_cons, a_sampled, a_vals * fold[a_sampled], (self.m, sampled_rows.size), idx)
         self.At_raw = _csr(backend, a_pos, a_cons, a_vals, (self.N, self.m), idx)
-        del a_cons, a_pos, a_vals
+        del a_cons, a_pos, a_sampled, a_vals
 
         # Symmetric pattern of S: each off-diagonal position of Omega appears in both triangles.
         off = xp.flatnonzero(omega_rows != omega_cols)
@@ -127,10 +134,10 @@ class CompressedOperator:
         self.S_gather = s_gather[order].astype(idx)
         del s_rows, s_cols, s_gather, order
 
-        self.rows = omega_rows.astype(idx)
-        self.cols = omega_cols.astype(idx)
+        self.rows = sampled_rows.astype(idx)
+        self.cols = sampled_cols.astype(idx)
         self.c_raw = c_raw
-        self.c_fold = c_raw * fold
+        self.c_data = xp.take(c_raw, self.S_gather)
         self.b = xp.asarray(problem.b)
 
     @staticmethod
@@ -139,20 +146,24 @@ class CompressedOperator:
 
     # ------------------------------------------------------------------ forward operator
     def sample(self, U, V=None):
-        """sym(U V') on Omega (U U' when V is None)."""
+        """sym(U V') at the positions the constraints touch (U U' when V is None)."""
         return self.kernels.sym_sample(self.rows, self.cols, U, V)
 
     def sample_pair(self, R, D):
-        """Columns sym(R D') and D D' on Omega, for the quartic line search."""
+        """Columns sym(R D') and D D' at the positions the constraints touch, for the line search."""
         return self.kernels.sym_sample_pair(self.rows, self.cols, R, D)
 
     def constraints(self, w):
-        """A(X) for X given on Omega (a vector, or an N x k block of such vectors)."""
+        """A(X) for X given by :meth:`sample` (a vector, or an N x k block of such vectors)."""
         return self.kernels.csr_matmul(self.A_fold, w)
 
-    def objective(self, w):
-        """<C, X> for X given on Omega (vector) or per column of an N x k block."""
-        return self.c_fold @ w
+    def objective_times(self, V):
+        """C V."""
+        return self.adjoint_times(self.c_data, V)
+
+    def objective(self, R):
+        """<C, R R'> = <R, C R> (a device scalar)."""
+        return self.backend.xp.vdot(R, self.objective_times(R))
 
     # ------------------------------------------------------------------ adjoint
     def adjoint_values(self, y, c_scale):

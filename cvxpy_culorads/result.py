@@ -47,6 +47,9 @@ class Result:
     - ``dual``: the multipliers lambda (C_k - sum_i lambda_i A_ik PSD at optimality).
     - ``iterations``: inner iterations per phase (``alm`` L-BFGS steps, ``admm`` sweeps).
     - ``ranks``: the final rank per PSD block.
+    - ``solve_time``: seconds of the whole call; ``setup_time``: the part spent building the compressed
+      operator on the device (``solve_time - setup_time`` is comparable to the cuLoRADS paper's times,
+      which start once the data is on the device).
     """
 
     status: Status
@@ -60,6 +63,7 @@ class Result:
     ranks: list
     solve_time: float
     device: str
+    setup_time: float = 0.0
     message: str = ""
     log: list = field(default_factory=list, repr=False)
 

@@ -39,8 +39,8 @@ def test_dual_infeasibility_of_a_known_multiplier():
                          A_lp=np.ones((1, 1)))
     op = CompressedOperator(problem, select_backend("cpu"))
     norms = ProblemNorms.of(problem)
-    value, pairs = dual_infeasibility(op, np.array([3.0]), norms)
+    value, pairs = dual_infeasibility(op, np.array([3.0]), norms, accuracy=1e-10)
     assert pairs[0][0] == pytest.approx(-2.0)
     assert value == pytest.approx((2.0 + 4.0) / (1.0 + norms.C_1))
-    value, _ = dual_infeasibility(op, np.array([-1.5]), norms)
+    value, _ = dual_infeasibility(op, np.array([-1.5]), norms, accuracy=1e-10)
     assert value == 0.0

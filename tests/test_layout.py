@@ -38,7 +38,8 @@ def test_operator_matches_dense(device):
     xp = backend.xp
     w = op.sample(xp.asarray(U), xp.asarray(V))
     assert np.allclose(backend.to_host(op.constraints(w)), np.einsum("ijk,jk->i", As, X), rtol=1e-12, atol=1e-12)
-    assert float(op.objective(w)) == pytest.approx(np.sum(Cs * X), rel=1e-12)
+    assert float(op.objective(xp.asarray(U))) == pytest.approx(np.sum(Cs * (U @ U.T)), rel=1e-12)
+    assert np.allclose(backend.to_host(op.objective_times(xp.asarray(V))), Cs @ V, rtol=1e-12, atol=1e-12)
     pair = backend.to_host(op.sample_pair(xp.asarray(U), xp.asarray(V)))
     assert np.allclose(pair[:, 0], backend.to_host(w))
     assert np.allclose(pair[:, 1], backend.to_host(op.sample(xp.asarray(V))))
