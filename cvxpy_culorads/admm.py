@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 from collections import deque
 
+from .kernels import kernels_for
 from .state import Progress, SolverState
 
 __all__ = ["ADMMPhase", "conjugate_gradient"]
@@ -40,7 +41,7 @@ def conjugate_gradient(apply, rhs, x, tol: float, backend, check_every: int = 1,
     insurance against drift); convergence is read back to the host every ``check_every`` iterations
     only. Returns (x, iterations).
     """
-    xp = backend.xp
+    xp, kernels = backend.xp, kernels_for(backend)
     threshold = tol * float(xp.abs(rhs).sum())
     iterations = 0
     while iterations < max_iter:
@@ -51,12 +52,9 @@ def conjugate_gradient(apply, rhs, x, tol: float, backend, check_every: int = 1,
             if (iterations + inner) % check_every == 0 and math.sqrt(float(rr)) <= threshold:
                 return x, iterations + inner
             Ap = apply(p)
-            alpha = rr / xp.vdot(p, Ap)
-            x += alpha * p
-            r -= alpha * Ap
+            kernels.cg_step(x, r, p, Ap, rr, xp.vdot(p, Ap))
             rr_new = xp.vdot(r, r)
-            p *= rr_new / rr
-            p += r
+            kernels.cg_direction(p, r, rr_new, rr)
             rr = rr_new
         iterations += CG_RESTART
     return x, iterations

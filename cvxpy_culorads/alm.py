@@ -29,6 +29,7 @@ RANK_TRIGGER = 15  # accumulated difficulty that grows the ranks
 MAX_SUBPROBLEM_STEPS = 800
 MAX_OUTER_STEPS = 5000  # L-BFGS steps at one penalty before rho is raised regardless
 TAU_MAX = 1e3  # longest step of the line search (the direction is scaled by L-BFGS)
+LINE_SEARCH_SCALARS = 9  # entries written by kernels.line_search_products
 
 
 def quartic_minimiser(a: float, b: float, c: float, d: float, tau_max: float = TAU_MAX) -> float:
@@ -46,40 +47,25 @@ class LBFGS:
     """Limited-memory BFGS direction with H0 = gamma I; everything stays on the device.
 
     Pairs with too little curvature (y's <= 1e-12 ||s|| ||y||) are given weight zero on the
-    device instead of being dropped on the host, so no synchronisation is needed.
+    device instead of being dropped on the host, so no synchronisation is needed. The recursion
+    is one fused operation of the kernel set (``kernels.py``).
     """
 
-    def __init__(self, xp, memory: int):
-        self.xp, self.memory = xp, memory
+    def __init__(self, kernels, memory: int):
+        self.kernels, self.memory = kernels, memory
         self.pairs: list[tuple] = []
 
     def reset(self) -> None:
         self.pairs.clear()
 
     def push(self, s, y) -> None:
-        xp = self.xp
-        sy, yy, ss = xp.vdot(s, y), xp.vdot(y, y), xp.vdot(s, s)
-        ok = sy > 1e-12 * xp.sqrt(ss * yy)
-        inv_sy = xp.where(ok, 1.0 / xp.where(ok, sy, 1.0), 0.0)
-        gamma = xp.where(ok, sy / xp.where(ok, yy, 1.0), 1.0)
-        self.pairs.append((s, y, inv_sy, gamma))
+        self.pairs.append(self.kernels.lbfgs_pair(s, y))
         if len(self.pairs) > self.memory:
             self.pairs.pop(0)
 
-    def direction(self, G):
-        xp = self.xp
-        q = G.copy()
-        alphas = []
-        for s, y, inv_sy, _ in reversed(self.pairs):
-            alpha = inv_sy * xp.vdot(s, q)
-            q -= alpha * y
-            alphas.append(alpha)
-        if self.pairs:
-            q *= self.pairs[-1][3]
-        for (s, y, inv_sy, _), alpha in zip(self.pairs, reversed(alphas)):
-            q += (alpha - inv_sy * xp.vdot(y, q)) * s
-        q *= -1.0
-        return q
+    def direction(self, G, products):
+        """-H G; writes (<G, G>, <D, G>) to the 2-vector ``products``."""
+        return self.kernels.lbfgs_direction(G, self.pairs, products)
 
 
 class ALMPhase:
@@ -95,7 +81,8 @@ class ALMPhase:
         self.rho_factor = rho_factor
         self.grow_ranks = grow_ranks
         self.switch_when_feasible = switch_when_feasible
-        self.lbfgs = LBFGS(self.xp, settings.lbfgs_memory)
+        self.kernels = op.kernels
+        self.lbfgs = LBFGS(self.kernels, settings.lbfgs_memory)
         self.steps = 0
         self.switch = False  # primal infeasibility reached phase1_tol: hand over to phase II
         self.failed = False  # non-finite iterates
@@ -144,30 +131,23 @@ class ALMPhase:
 
     # ------------------------------------------------------------------ one L-BFGS step
     def _lbfgs_step(self) -> tuple[Progress, bool]:
-        xp, op, st = self.xp, self.op, self.state
+        op, st = self.op, self.state
         rho, s = st.rho, st.c_scale
-        D = self.lbfgs.direction(self.G)
-        residual = st.Avals - op.b
+        # every scalar of the step (line search, <G,G>, <D,G>, b'lambda) in one device buffer, one transfer
+        scalars = self.xp.empty(LINE_SEARCH_SCALARS + 2)
         while True:
+            D = self.lbfgs.direction(self.G, scalars[LINE_SEARCH_SCALARS:])
             pairs = op.sample_pair(st.R, D)
             AW = op.constraints(pairs)
-            q1, q2 = 2.0 * AW[:, 0], AW[:, 1]
-            q0 = st.lam / rho - residual
-            # every scalar of the step in one transfer: the m-vector inner products as one Gram matrix
-            Q = xp.stack([q0, q1, q2, residual], axis=1)
-            CD = op.objective_times(D)
-            scalars = self.backend.to_host(xp.concatenate([(Q.T @ Q).ravel(), xp.stack([
-                xp.vdot(st.R, CD), xp.vdot(D, CD), xp.vdot(self.G, self.G), xp.vdot(D, self.G)])]))
-            gram = scalars[:16].reshape(4, 4)
-            q01, q02, q11, q12, q22, rr = gram[0, 1], gram[0, 2], gram[1, 1], gram[1, 2], gram[2, 2], gram[3, 3]
-            c_rd, c_dd, gg, dg = (float(v) for v in scalars[16:])
+            self.kernels.line_search_products(AW, st.Avals, op.b, st.lam, rho, st.R, D, op.objective_times(D),
+                                              scalars[:LINE_SEARCH_SCALARS])
+            q01, q02, q11, q12, q22, rr, c_rd, c_dd, b_lam, gg, dg = (float(v) for v in self.backend.to_host(scalars))
             if dg < 0 or not self.lbfgs.pairs:
                 break
             self.lbfgs.reset()  # not a descent direction: fall back to steepest descent
-            D = -self.G
         self.eta = math.sqrt(gg) / (1.0 + s * self.norms.C_inf)
         self.steps += 1
-        progress = self._progress(math.sqrt(max(rr, 0.0)))
+        progress = self._progress(math.sqrt(max(rr, 0.0)), b_lam / s)
         if not (progress.finite and math.isfinite(gg)):
             self.failed = True
             return progress, True
@@ -180,20 +160,20 @@ class ALMPhase:
                                 2.0 * s * c_rd - rho * q01)
         if tau < 1e-16:
             return progress, True  # no progress along a descent direction: the subproblem is done
-        st.R += tau * D
-        st.Avals += tau * q1 + tau * tau * q2
+        step = self.kernels.advance(st.R, D, tau, st.Avals, AW)
         st.objective += 2.0 * tau * c_rd + tau * tau * c_dd
         G_old = self.G
         self.G = self._gradient()
-        self.lbfgs.push(tau * D, self.G - G_old)
+        self.lbfgs.push(step, self.G - G_old)
         return progress, False
 
     # ------------------------------------------------------------------ helpers
     def _gradient(self):
         """2 (s C + A*(y)) R with y = -lambda + rho (A(X) - b)."""
         st, op = self.state, self.op
-        y = st.rho * (st.Avals - op.b) - st.lam
-        return 2.0 * op.adjoint_times(op.adjoint_data(y, st.c_scale), st.R)
+        y = self.kernels.shifted_residual(st.Avals, op.b, st.lam, st.rho)
+        # the factor 2 goes into the matrix values: scaling by 2 is exact, so this is 2 (M R) bit for bit
+        return op.adjoint_times(op.adjoint_data(y, st.c_scale, weight=2.0), st.R)
 
     def _refresh(self) -> None:
         """Recompute A(X), <C,X> and the gradient from scratch (start, rank change)."""
@@ -236,7 +216,7 @@ class ALMPhase:
         self.lbfgs.reset()
         self._refresh()
 
-    def _progress(self, residual_norm: float) -> Progress:
+    def _progress(self, residual_norm: float, dual_objective: float) -> Progress:
         st = self.state
-        return Progress.measure("ALM", self.steps, residual_norm, st.objective, st.dual_objective(self.op.b),
-                                self.norms, st.rho, st.ranks)
+        return Progress.measure("ALM", self.steps, residual_norm, st.objective, dual_objective, self.norms, st.rho,
+                                st.ranks)

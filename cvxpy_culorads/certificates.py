@@ -20,6 +20,8 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.linalg
 
+from .kernels import kernels_for
+
 __all__ = ["ProblemNorms", "primal_infeasibility", "relative_gap", "dual_infeasibility", "smallest_eigenpairs",
            "stationary_multipliers"]
 
@@ -112,28 +114,30 @@ def _lanczos_smallest(matrix, n: int, backend, accuracy: float, seed: int, steps
 
     Each cycle builds an orthonormal Krylov basis of ``steps`` vectors (full reorthogonalisation,
     so no spurious copies), restarts from the Ritz vector of the smallest Ritz value, and stops once
-    its residual ||S y - theta y|| is below ``accuracy``.
+    its residual ||S y - theta y|| is below ``accuracy``. The coefficients stay on the device until the
+    cycle ends (one transfer per cycle, not per step); a breakdown (beta ~ 0) is found then, and the
+    steps after it are discarded.
     """
-    xp = backend.xp
+    xp, kernels = backend.xp, kernels_for(backend)
     steps = min(steps, n)
     v = xp.asarray(np.random.default_rng(seed).standard_normal(n))
     v /= xp.linalg.norm(v)
     theta = np.inf
     for _ in range(cycles):
         basis = xp.empty((steps, n))
-        alpha, beta = np.zeros(steps), np.zeros(steps)
-        k = steps
+        coefficients = xp.empty((2, steps))  # alpha, beta
         for j in range(steps):
             basis[j] = v
-            w = matrix @ v
-            diagonal = v @ w
+            w = kernels.csr_matmul(matrix, v)  # on the GPU no cuSPARSE set-up per product
+            coefficients[0, j] = v @ w
             w -= basis[:j + 1].T @ (basis[:j + 1] @ w)
             w -= basis[:j + 1].T @ (basis[:j + 1] @ w)  # twice is enough (Kahan-Parlett)
-            alpha[j], beta[j] = backend.to_host(xp.stack([diagonal, xp.linalg.norm(w)]))
-            if beta[j] <= 1e-14 * max(1.0, abs(alpha[j])):
-                k = j + 1
-                break
-            v = w / beta[j]
+            coefficients[1, j] = xp.linalg.norm(w)
+            with np.errstate(divide="ignore", invalid="ignore"):  # NumPy only: quiet past a breakdown
+                v = w / coefficients[1, j]
+        alpha, beta = backend.to_host(coefficients)
+        breakdown = np.flatnonzero(~(beta > 1e-14 * np.maximum(1.0, np.abs(alpha))))
+        k = int(breakdown[0]) + 1 if breakdown.size else steps
         values, vectors = scipy.linalg.eigh_tridiagonal(alpha[:k], beta[:k - 1])
         theta = float(values[0])
         residual = abs(beta[k - 1] * vectors[k - 1, 0]) if k == steps else 0.0

@@ -18,11 +18,14 @@ argument checks read only shapes and dtypes.
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 import cupy
 
-__all__ = ["GpuKernels", "lanes_for_rank", "sym_sample", "sym_sample_pair", "csr_matmul"]
+__all__ = ["GpuKernels", "lanes_for_rank", "sym_sample", "sym_sample_pair", "csr_matmul", "lbfgs_direction",
+           "line_search_products"]
 
 _BLOCK = 256  # threads per block; a multiple of 32 so that no lane group straddles two warps
 _LANES = (1, 2, 4, 8, 16, 32)
@@ -176,6 +179,163 @@ __global__ void csr_matmul_kernel(const I* __restrict__ indptr, const I* __restr
         }
     }
     }
+}
+
+// ---------------------------------------------------------------- fused reductions of the phases' vector algebra
+// Deterministic grid-wide sums: each block reduces its threads' P partial sums in a fixed order, the last block to
+// finish (an atomic ticket) adds the per-block sums in block order and runs the kernel's epilogue; it also resets
+// the ticket, so the next launch finds it at zero. Blocks are REDUCE_THREADS (256) threads.
+template<int P>
+__device__ void block_sum(const double (&acc)[P], double* __restrict__ result) {
+    __shared__ double warp_sums[P][8];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+#pragma unroll
+    for (int p = 0; p < P; ++p) {
+        double v = acc[p];
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+        if (lane == 0) warp_sums[p][warp] = v;
+    }
+    __syncthreads();
+    for (int p = threadIdx.x; p < P; p += blockDim.x) {
+        double s = 0.0;
+        for (int k = 0; k < (int)(blockDim.x >> 5); ++k) s += warp_sums[p][k];
+        result[p] = s;
+    }
+    __syncthreads();
+}
+
+// true in the last block, whose shared ``sums`` then hold the grid-wide totals
+template<int P>
+__device__ bool grid_sum(double (&acc)[P], double* __restrict__ partial, unsigned* ticket, double* sums) {
+    __shared__ bool last;
+    block_sum<P>(acc, sums);
+    if (threadIdx.x < P) partial[(long long)blockIdx.x * P + threadIdx.x] = sums[threadIdx.x];
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) last = atomicAdd(ticket, 1u) == gridDim.x - 1;
+    __syncthreads();
+    if (!last) return false;
+#pragma unroll
+    for (int p = 0; p < P; ++p) acc[p] = 0.0;
+    for (unsigned b = threadIdx.x; b < gridDim.x; b += blockDim.x)
+#pragma unroll
+        for (int p = 0; p < P; ++p) acc[p] += __ldcg(partial + (long long)b * P + p);
+    block_sum<P>(acc, sums);
+    if (threadIdx.x == 0) *ticket = 0u;
+    return true;
+}
+
+// L-BFGS two-loop recursion in the basis (G, s_0, y_0, s_1, y_1, ...) of K = 1 + 2 pairs vectors (oldest pair first):
+// one pass builds their Gram matrix, the last block runs the recursion on coefficients (the same arithmetic as
+// on the vectors, in exact arithmetic) and writes coef[K] (D = sum coef_j v_j) and products = (<G,G>, <D,G>)
+template<int K>
+__global__ void lbfgs_gram_kernel(const double* v0, const double* v1, const double* v2, const double* v3,
+                                  const double* v4, const double* v5, const double* v6, const double* v7,
+                                  const double* v8, long long L, double* partial, unsigned* ticket,
+                                  double* coef, double* products) {
+    constexpr int P = K * (K + 1) / 2, NP = (K - 1) / 2;
+    const double* v[9] = {v0, v1, v2, v3, v4, v5, v6, v7, v8};
+    double acc[P];
+#pragma unroll
+    for (int p = 0; p < P; ++p) acc[p] = 0.0;
+    const long long stride = (long long)gridDim.x * blockDim.x;
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < L; i += stride) {
+        double x[K];
+#pragma unroll
+        for (int a = 0; a < K; ++a) x[a] = v[a][i];
+        int p = 0;
+#pragma unroll
+        for (int a = 0; a < K; ++a)
+#pragma unroll
+            for (int b = a; b < K; ++b) {
+                acc[p] = fma(x[a], x[b], acc[p]);
+                ++p;
+            }
+    }
+    __shared__ double gram[P];
+    if (!grid_sum<P>(acc, partial, ticket, gram) || threadIdx.x != 0) return;
+    double g[K][K], c[K], inv[NP + 1], gam[NP + 1], alpha[NP + 1];
+    int p = 0;
+    for (int a = 0; a < K; ++a)
+        for (int b = a; b < K; ++b) {
+            g[a][b] = g[b][a] = gram[p];
+            ++p;
+        }
+    for (int j = 0; j < K; ++j) c[j] = j == 0 ? 1.0 : 0.0;
+    for (int i = 0; i < NP; ++i) {  // weights of the pairs, as LBFGS.push computed them
+        const double sy = g[1 + 2 * i][2 + 2 * i], yy = g[2 + 2 * i][2 + 2 * i], ss = g[1 + 2 * i][1 + 2 * i];
+        const bool ok = sy > 1e-12 * sqrt(ss * yy);
+        inv[i] = ok ? 1.0 / sy : 0.0;
+        gam[i] = ok ? sy / yy : 1.0;
+    }
+    for (int i = NP - 1; i >= 0; --i) {
+        double d = 0.0;
+        for (int j = 0; j < K; ++j) d += g[1 + 2 * i][j] * c[j];
+        alpha[i] = inv[i] * d;
+        c[2 + 2 * i] -= alpha[i];
+    }
+    if (NP > 0)
+        for (int j = 0; j < K; ++j) c[j] *= gam[NP > 0 ? NP - 1 : 0];
+    for (int i = 0; i < NP; ++i) {
+        double d = 0.0;
+        for (int j = 0; j < K; ++j) d += g[2 + 2 * i][j] * c[j];
+        c[1 + 2 * i] += alpha[i] - inv[i] * d;
+    }
+    double dg = 0.0;
+    for (int j = 0; j < K; ++j) {
+        coef[j] = -c[j];
+        dg -= g[0][j] * c[j];
+    }
+    products[0] = g[0][0];
+    products[1] = dg;
+}
+
+template<int K>
+__global__ void lbfgs_combine_kernel(const double* v0, const double* v1, const double* v2, const double* v3,
+                                     const double* v4, const double* v5, const double* v6, const double* v7,
+                                     const double* v8, long long L, const double* __restrict__ coef,
+                                     double* __restrict__ out) {
+    const double* v[9] = {v0, v1, v2, v3, v4, v5, v6, v7, v8};
+    double c[K];
+#pragma unroll
+    for (int j = 0; j < K; ++j) c[j] = coef[j];
+    const long long stride = (long long)gridDim.x * blockDim.x;
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < L; i += stride) {
+        double s = c[0] * v[0][i];
+#pragma unroll
+        for (int j = 1; j < K; ++j) s = fma(c[j], v[j][i], s);
+        out[i] = s;
+    }
+}
+
+// the line-search scalars (CpuKernels.line_search_products): 6 sums over the m constraints, b'lambda, and
+// <R, CD>, <D, CD> over the L = n r factor entries
+__global__ void line_search_kernel(const double* __restrict__ aw, const double* __restrict__ a,
+                                   const double* __restrict__ b, const double* __restrict__ lam, double rho,
+                                   long long m, const double* __restrict__ R, const double* __restrict__ D,
+                                   const double* __restrict__ cd, long long L, double* partial, unsigned* ticket,
+                                   double* out) {
+    double acc[9];
+#pragma unroll
+    for (int p = 0; p < 9; ++p) acc[p] = 0.0;
+    const long long stride = (long long)gridDim.x * blockDim.x, start = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    for (long long i = start; i < m; i += stride) {
+        const double res = a[i] - b[i], q0 = lam[i] / rho - res, q1 = 2.0 * aw[2 * i], q2 = aw[2 * i + 1];
+        acc[0] = fma(q0, q1, acc[0]);
+        acc[1] = fma(q0, q2, acc[1]);
+        acc[2] = fma(q1, q1, acc[2]);
+        acc[3] = fma(q1, q2, acc[3]);
+        acc[4] = fma(q2, q2, acc[4]);
+        acc[5] = fma(res, res, acc[5]);
+        acc[8] = fma(b[i], lam[i], acc[8]);
+    }
+    for (long long i = start; i < L; i += stride) {
+        acc[6] = fma(R[i], cd[i], acc[6]);
+        acc[7] = fma(D[i], cd[i], acc[7]);
+    }
+    __shared__ double sums[9];
+    if (grid_sum<9>(acc, partial, ticket, sums) && threadIdx.x < 9) out[threadIdx.x] = sums[threadIdx.x];
 }
 """
 
@@ -361,6 +521,95 @@ def csr_matmul(matrix, V, out=None, *, loads=None, rows=None, wide=None):
     return out
 
 
+# ---------------------------------------------------------------- fused vector algebra of the phases
+# Elementwise updates spell out the unfused rounding (__dmul_rn / __dadd_rn: no contraction into an FMA), so they
+# give bit for bit what the separate array operations of CpuKernels give.
+_ADVANCE_FACTOR = cupy.ElementwiseKernel(
+    "float64 d, float64 tau", "float64 step, float64 r",
+    "step = __dmul_rn(tau, d); r = __dadd_rn(r, step);", "culorads_advance_factor")
+_ADVANCE_VALUES = cupy.ElementwiseKernel(
+    "raw float64 aw, float64 tau, float64 tau2", "float64 a",
+    "a = __dadd_rn(a, __dadd_rn(__dmul_rn(tau, 2.0 * aw[2 * i]), __dmul_rn(tau2, aw[2 * i + 1])));",
+    "culorads_advance_values")
+_SHIFTED_RESIDUAL = cupy.ElementwiseKernel(
+    "float64 a, float64 b, float64 lam, float64 rho", "float64 y",
+    "y = __dsub_rn(__dmul_rn(rho, __dsub_rn(a, b)), lam);", "culorads_shifted_residual")
+_GATHER_VALUES = cupy.ElementwiseKernel(
+    "raw float64 t, raw float64 c, I g, float64 s, float64 weight", "float64 out",
+    "double v = t[g]; if (s != 0.0) v = __dadd_rn(v, __dmul_rn(s, c[g])); out = weight * v;",
+    "culorads_gather_values")
+_CG_STEP = cupy.ElementwiseKernel(
+    "raw float64 rr, raw float64 pap, float64 p, float64 ap", "float64 x, float64 r",
+    "const double alpha = rr[0] / pap[0];"
+    "x = __dadd_rn(x, __dmul_rn(alpha, p)); r = __dsub_rn(r, __dmul_rn(alpha, ap));",
+    "culorads_cg_step")
+_CG_DIRECTION = cupy.ElementwiseKernel(
+    "raw float64 rr_new, raw float64 rr, float64 r", "float64 p",
+    "p = __dadd_rn(__dmul_rn(p, rr_new[0] / rr[0]), r);", "culorads_cg_direction")
+
+REDUCE_THREADS = 256  # the reduction kernels' block size (their warp_sums table assumes 8 warps)
+REDUCE_BLOCKS_PER_SM = 2  # grid cap of the grid-stride reductions: enough loads in flight, few partial sums
+LBFGS_MAX_VECTORS = 9  # G and up to 4 (s, y) pairs: the kernels take that many pointers
+LINE_SEARCH_SCALARS = 9
+_TICKETS: dict = {}  # device id -> the uint32 ticket of the last-block reductions (always left at zero)
+
+
+def _ticket():
+    device = cupy.cuda.Device()
+    ticket = _TICKETS.get(device.id)
+    if ticket is None:
+        ticket = _TICKETS[device.id] = cupy.zeros(1, dtype=np.uint32)
+    return ticket
+
+
+@functools.lru_cache(maxsize=None)
+def _multiprocessors(device_id: int) -> int:
+    return cupy.cuda.runtime.getDeviceProperties(device_id)["multiProcessorCount"]
+
+
+def _reduce_grid(length: int) -> int:
+    cap = REDUCE_BLOCKS_PER_SM * _multiprocessors(cupy.cuda.Device().id)
+    return max(1, min(-(-length // REDUCE_THREADS), cap))
+
+
+def _vector_args(vectors):
+    """The kernels' nine pointer arguments: the vectors, padded with the first one (never read)."""
+    return tuple(vectors) + (vectors[0],) * (LBFGS_MAX_VECTORS - len(vectors))
+
+
+def lbfgs_direction(G, pairs, products):
+    """:meth:`GpuKernels.lbfgs_direction`: one Gram pass with the recursion in its epilogue, one combination."""
+    vectors = [G] + [v for pair in pairs for v in pair]
+    if len(vectors) > LBFGS_MAX_VECTORS:
+        raise ValueError(f"the GPU L-BFGS keeps at most {(LBFGS_MAX_VECTORS - 1) // 2} pairs, got {len(pairs)}")
+    if any(not v.flags.c_contiguous or v.shape != G.shape for v in vectors):
+        raise ValueError("L-BFGS vectors must be C-contiguous arrays of one shape")
+    K, L = len(vectors), G.size
+    blocks = _reduce_grid(L)
+    partial = cupy.empty(blocks * K * (K + 1) // 2)
+    coef = cupy.empty(K)
+    _kernel(f"lbfgs_gram_kernel<{K}>")((blocks,), (REDUCE_THREADS,), _vector_args(vectors) + (
+        np.int64(L), partial, _ticket(), coef, products))
+    D = cupy.empty_like(G)
+    _kernel(f"lbfgs_combine_kernel<{K}>")((_reduce_grid(L),), (REDUCE_THREADS,), _vector_args(vectors) + (
+        np.int64(L), coef, D))
+    return D
+
+
+def line_search_products(AW, Avals, b, lam, rho, R, D, CD, out):
+    """:meth:`GpuKernels.line_search_products` as one reduction kernel."""
+    m, L = Avals.size, R.size
+    arrays = (AW, Avals, b, lam, R, D, CD, out)
+    if any(not x.flags.c_contiguous or x.dtype != np.float64 for x in arrays) or AW.shape != (m, 2) \
+            or D.size != L or CD.size != L or b.size != m or lam.size != m or out.size != LINE_SEARCH_SCALARS:
+        raise ValueError("line_search_products: inconsistent or non-contiguous float64 arguments")
+    blocks = _reduce_grid(max(m, L))
+    partial = cupy.empty(blocks * LINE_SEARCH_SCALARS)
+    _kernel("line_search_kernel")((blocks,), (REDUCE_THREADS,), (
+        AW, Avals, b, lam, np.float64(rho), np.int64(m), R, D, CD, np.int64(L), partial, _ticket(), out))
+    return out
+
+
 class GpuKernels:
     """CuPy ``RawKernel`` implementations with the semantics of :class:`~cvxpy_culorads.kernels.CpuKernels`.
 
@@ -383,3 +632,46 @@ class GpuKernels:
     def csr_matmul(matrix, V, out=None):
         """``matrix @ V`` for a ``cupyx.scipy.sparse.csr_matrix`` and a C-ordered dense V (1-D V gives 1-D)."""
         return csr_matmul(matrix, V, out)
+
+    @staticmethod
+    def lbfgs_pair(s, y):
+        """The record of one L-BFGS pair: the pair itself (the weights come out of the Gram pass)."""
+        return s, y
+
+    @staticmethod
+    def lbfgs_direction(G, pairs, products):
+        """D = -H G by the two-loop recursion; writes (<G, G>, <D, G>) to ``products`` (at most 4 pairs)."""
+        return lbfgs_direction(G, pairs, products)
+
+    @staticmethod
+    def line_search_products(AW, Avals, b, lam, rho, R, D, CD, out):
+        """The 9 scalars of the exact line search in ``out`` (see ``CpuKernels``)."""
+        return line_search_products(AW, Avals, b, lam, rho, R, D, CD, out)
+
+    @staticmethod
+    def advance(R, D, tau, Avals, AW):
+        """R += tau D and Avals += tau (2 AW[:, 0]) + tau^2 AW[:, 1] in place; returns the step tau D."""
+        step = cupy.empty_like(D)
+        _ADVANCE_FACTOR(D, tau, step, R)
+        _ADVANCE_VALUES(AW, tau, tau * tau, Avals)
+        return step
+
+    @staticmethod
+    def shifted_residual(Avals, b, lam, rho):
+        """rho (Avals - b) - lam."""
+        return _SHIFTED_RESIDUAL(Avals, b, lam, rho)
+
+    @staticmethod
+    def gather_values(t, c, c_scale, gather, weight):
+        """weight * (t + c_scale c)[gather]."""
+        return _GATHER_VALUES(t, c, gather, float(c_scale), float(weight))
+
+    @staticmethod
+    def cg_step(x, r, p, Ap, rr, pAp):
+        """x += alpha p, r -= alpha Ap in place, with alpha = rr / pAp (0-d device arrays)."""
+        _CG_STEP(rr, pAp, p, Ap, x, r)
+
+    @staticmethod
+    def cg_direction(p, r, rr_new, rr):
+        """p = (rr_new / rr) p + r in place."""
+        _CG_DIRECTION(rr_new, rr, r, p)

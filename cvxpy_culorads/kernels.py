@@ -8,6 +8,11 @@ Two operations dominate every iteration of both phases:
   factors once);
 - the *row-major CSR times dense product* ``S @ V`` with V stored row-major (n x r, C order).
 
+Around them each step of the phases does a little vector algebra (the L-BFGS two-loop recursion, the
+scalars of the exact line search, the updates of the iterate, the gather of the adjoint's values, the
+CG updates). On the GPU every separate array operation costs a launch (~20 us) whatever its size, so
+these come as fused operations too; the CPU versions are the plain NumPy formulas the phases used before.
+
 ``kernels_for(backend)`` returns the implementation for a backend: NumPy/SciPy on the CPU; CuPy
 ``RawKernel``s on the GPU (one warp per pattern entry or matrix row, lanes over the rank, so every
 access to a factor row is contiguous). The CPU versions are the references the GPU tests compare with.
@@ -55,6 +60,83 @@ class CpuKernels:
             return np.ascontiguousarray(result)
         out[...] = result
         return out
+
+
+    # ------------------------------------------------------------------ fused vector algebra
+    @staticmethod
+    def lbfgs_pair(s, y):
+        """The record of one L-BFGS pair for :meth:`lbfgs_direction`, with its weights 1/s'y and s'y/y'y;
+        a pair with too little curvature (s'y <= 1e-12 ||s|| ||y||) gets weight zero (and gamma 1)."""
+        sy, yy, ss = np.vdot(s, y), np.vdot(y, y), np.vdot(s, s)
+        ok = sy > 1e-12 * np.sqrt(ss * yy)
+        return s, y, np.where(ok, 1.0 / np.where(ok, sy, 1.0), 0.0), np.where(ok, sy / np.where(ok, yy, 1.0), 1.0)
+
+    @staticmethod
+    def lbfgs_direction(G, pairs, products):
+        """D = -H G by the two-loop recursion (H0 = gamma I of the newest pair; ``pairs`` from
+        :meth:`lbfgs_pair`, oldest first); writes (<G, G>, <D, G>) to ``products``."""
+        q = G.copy()
+        alphas = []
+        for s, y, inv_sy, _ in reversed(pairs):
+            alpha = inv_sy * np.vdot(s, q)
+            q -= alpha * y
+            alphas.append(alpha)
+        if pairs:
+            q *= pairs[-1][3]
+        for (s, y, inv_sy, _), alpha in zip(pairs, reversed(alphas)):
+            q += (alpha - inv_sy * np.vdot(y, q)) * s
+        q *= -1.0
+        products[0], products[1] = np.vdot(G, G), np.vdot(q, G)
+        return q
+
+    @staticmethod
+    def line_search_products(AW, Avals, b, lam, rho, R, D, CD, out):
+        """The scalars of the exact line search in ``out`` (9 entries): with res = Avals - b,
+        q0 = lam / rho - res, q1 = 2 AW[:, 0], q2 = AW[:, 1]: q0.q1, q0.q2, q1.q1, q1.q2, q2.q2, res.res,
+        then <R, CD>, <D, CD> (= <C, sym(R D')>, <C, D D'> with CD = C D) and b.lam."""
+        residual = Avals - b
+        Q = np.stack([lam / rho - residual, 2.0 * AW[:, 0], AW[:, 1], residual], axis=1)
+        gram = Q.T @ Q
+        out[:6] = gram[0, 1], gram[0, 2], gram[1, 1], gram[1, 2], gram[2, 2], gram[3, 3]
+        out[6:8] = np.vdot(R, CD), np.vdot(D, CD)
+        out[8] = b @ lam
+        return out
+
+    @staticmethod
+    def advance(R, D, tau, Avals, AW):
+        """R += tau D and Avals += tau (2 AW[:, 0]) + tau^2 AW[:, 1] in place; returns the step tau D."""
+        step = tau * D
+        R += step
+        Avals += tau * (2.0 * AW[:, 0]) + tau * tau * AW[:, 1]
+        return step
+
+    @staticmethod
+    def shifted_residual(Avals, b, lam, rho):
+        """rho (Avals - b) - lam."""
+        return rho * (Avals - b) - lam
+
+    @staticmethod
+    def gather_values(t, c, c_scale, gather, weight):
+        """weight * (t + c_scale c)[gather] (``t`` may be overwritten)."""
+        if c_scale:
+            t += c_scale * c
+        data = np.take(t, gather)
+        if weight != 1.0:
+            data *= weight
+        return data
+
+    @staticmethod
+    def cg_step(x, r, p, Ap, rr, pAp):
+        """x += alpha p, r -= alpha Ap in place, with alpha = rr / pAp."""
+        alpha = rr / pAp
+        x += alpha * p
+        r -= alpha * Ap
+
+    @staticmethod
+    def cg_direction(p, r, rr_new, rr):
+        """p = (rr_new / rr) p + r in place."""
+        p *= rr_new / rr
+        p += r
 
 
 def kernels_for(backend):

@@ -166,16 +166,10 @@ class CompressedOperator:
         return self.backend.xp.vdot(R, self.objective_times(R))
 
     # ------------------------------------------------------------------ adjoint
-    def adjoint_values(self, y, c_scale):
-        """Values on Omega of c_scale * C + sum_i y_i A_i."""
-        t = self.kernels.csr_matmul(self.At_raw, y)
-        if c_scale:
-            t += c_scale * self.c_raw
-        return t
-
-    def adjoint_data(self, y, c_scale):
-        """The CSR values of c_scale * C + A*(y) in the symmetric pattern of ``S``."""
-        return self.backend.xp.take(self.adjoint_values(y, c_scale), self.S_gather)
+    def adjoint_data(self, y, c_scale, weight=1.0):
+        """The CSR values of weight * (c_scale * C + A*(y)) in the symmetric pattern of ``S``."""
+        return self.kernels.gather_values(self.kernels.csr_matmul(self.At_raw, y), self.c_raw, c_scale,
+                                          self.S_gather, weight)
 
     def symmetric(self, data):
         """The block-diagonal symmetric matrix with CSR values ``data`` (shares the pattern of ``S``)."""

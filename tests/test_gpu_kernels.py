@@ -258,3 +258,61 @@ def test_no_host_sync():
     assert _rel(out1, CpuKernels.sym_sample(rh, ch, Uh, None)) <= RTOL
     assert _rel(out2, CpuKernels.sym_sample_pair(rh, ch, Uh, Dh)) <= RTOL
     assert _rel(out3, S @ Uh) <= RTOL
+
+
+# ---------------------------------------------------------------- fused vector algebra of the phases
+@pytest.mark.parametrize("npairs", [0, 1, 2, 4])
+@pytest.mark.parametrize("shape", [(7, 3), (3001, 13)])
+def test_lbfgs_direction(npairs, shape):
+    rng = np.random.default_rng(npairs + shape[0])
+    G = rng.standard_normal(shape)
+    pairs = [(rng.standard_normal(shape), rng.standard_normal(shape)) for _ in range(npairs)]
+    if npairs >= 2:
+        pairs[0] = (pairs[0][0], -pairs[0][0])  # no curvature: weight zero
+    products = np.empty(2)
+    ref = CpuKernels.lbfgs_direction(G, [CpuKernels.lbfgs_pair(s, y) for s, y in pairs], products)
+    got_products = _poison(2)
+    got = GpuKernels.lbfgs_direction(cp.asarray(G), [GpuKernels.lbfgs_pair(cp.asarray(s), cp.asarray(y))
+                                                     for s, y in pairs], got_products)
+    assert _rel(got, ref) <= RTOL
+    assert _rel(got_products, products) <= RTOL
+
+
+@pytest.mark.parametrize("m, n, r", [(5, 3, 1), (1000, 7000, 10), (100000, 10, 3)])
+def test_line_search_products(m, n, r):
+    rng = np.random.default_rng(m)
+    AW = rng.standard_normal((m, 2))
+    Avals, b, lam = (rng.standard_normal(m) for _ in range(3))
+    R, D, CD = (rng.standard_normal((n, r)) for _ in range(3))
+    ref = CpuKernels.line_search_products(AW, Avals, b, lam, 0.7, R, D, CD, np.empty(9))
+    for _ in range(2):  # the second launch checks that the first left its ticket at zero
+        got = GpuKernels.line_search_products(*(cp.asarray(x) for x in (AW, Avals, b, lam)), 0.7,
+                                              *(cp.asarray(x) for x in (R, D, CD)), _poison(9))
+        assert np.max(np.abs(cp.asnumpy(got) - ref) / np.abs(ref)) <= 1e-11
+
+
+def test_elementwise_updates_are_bitwise_the_numpy_formulas():
+    rng = np.random.default_rng(3)
+    R, D, Avals, AW = rng.standard_normal((50, 4)), rng.standard_normal((50, 4)), rng.standard_normal(9), \
+        rng.standard_normal((9, 2))
+    gR, gA = cp.asarray(R), cp.asarray(Avals)
+    step = GpuKernels.advance(gR, cp.asarray(D), 0.37, gA, cp.asarray(AW))
+    ref_step = CpuKernels.advance(R, D, 0.37, Avals, AW)
+    for got, ref in ((step, ref_step), (gR, R), (gA, Avals)):
+        assert np.array_equal(cp.asnumpy(got), ref)
+    b, lam = rng.standard_normal(9), rng.standard_normal(9)
+    assert np.array_equal(cp.asnumpy(GpuKernels.shifted_residual(gA, cp.asarray(b), cp.asarray(lam), 3.3)),
+                          CpuKernels.shifted_residual(Avals, b, lam, 3.3))
+    t, c, gather = rng.standard_normal(20), rng.standard_normal(20), rng.integers(0, 20, 45).astype(np.int32)
+    for scale, weight in ((0.0, 1.0), (1.7, 2.0)):
+        got = GpuKernels.gather_values(cp.asarray(t), cp.asarray(c), scale, cp.asarray(gather), weight)
+        assert np.array_equal(cp.asnumpy(got), CpuKernels.gather_values(t.copy(), c, scale, gather, weight))
+    x, r, p, Ap = (rng.standard_normal((30, 3)) for _ in range(4))
+    gx, gr, gp = cp.asarray(x), cp.asarray(r), cp.asarray(p)
+    rr, pAp, rr_new = np.float64(2.5), np.float64(1.3), np.float64(0.4)
+    GpuKernels.cg_step(gx, gr, gp, cp.asarray(Ap), cp.asarray(rr), cp.asarray(pAp))
+    CpuKernels.cg_step(x, r, p, Ap, rr, pAp)
+    GpuKernels.cg_direction(gp, gr, cp.asarray(rr_new), cp.asarray(rr))
+    CpuKernels.cg_direction(p, r, rr_new, rr)
+    for got, ref in ((gx, x), (gr, r), (gp, p)):
+        assert np.array_equal(cp.asnumpy(got), ref)

@@ -9,6 +9,7 @@ from cvxpy_culorads.admm import ADMMPhase, conjugate_gradient
 from cvxpy_culorads.alm import LBFGS, ALMPhase, quartic_minimiser
 from cvxpy_culorads.backend import select_backend
 from cvxpy_culorads.certificates import ProblemNorms
+from cvxpy_culorads.kernels import CpuKernels
 from cvxpy_culorads.driver import _Run
 from cvxpy_culorads.state import widen_factor
 
@@ -38,10 +39,10 @@ def test_lbfgs_solves_a_quadratic_faster_than_gradient_descent():
     Q = rng.standard_normal((30, 30))
     H = Q @ Q.T + np.eye(30)
     x, target = np.zeros((30, 1)), rng.standard_normal((30, 1))
-    lbfgs = LBFGS(np, memory=5)
+    lbfgs = LBFGS(CpuKernels(), memory=5)
     g = H @ x - target
     for _ in range(200):
-        d = lbfgs.direction(g)
+        d = lbfgs.direction(g, np.empty(2))
         step = -float(np.vdot(d, g)) / float(np.vdot(d, H @ d))  # exact line search on the quadratic
         x_new = x + step * d
         g_new = H @ x_new - target
