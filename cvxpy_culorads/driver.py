@@ -181,14 +181,14 @@ def _solve(run: _Run) -> Result:
             else:
                 break
             current = _Snapshot.of(run)
-            best = _better(best, current)
+            best = _better(best, current, run)
             # rounds that only serve the strict test stop once they stop paying (halving it)
             previous, strict = strict, run.strict_dual_violation(current.evaluation)
             if current.evaluation.worst <= settings.tol and strict > 0.5 * previous:
                 break
     except _Stop as stop:
         stop_status = stop.status
-        best = _better(best, _Snapshot.of(run))
+        best = _better(best, _Snapshot.of(run), run)
     return _result(run, best, stop_status)
 
 
@@ -219,13 +219,20 @@ class _Snapshot:
         return cls(st.R.copy(), st.lam.copy(), st.c_scale, list(st.ranks), evaluation)
 
 
-def _better(best: _Snapshot | None, candidate: _Snapshot) -> _Snapshot:
-    """The snapshot with the smaller worst error (non-finite errors never win)."""
+def _better(best: _Snapshot | None, candidate: _Snapshot, run: _Run) -> _Snapshot:
+    """The better snapshot: one within ``tol`` beats one outside it; among those within, the smaller
+    strict dual violation (the more accurate objective) wins; among the others, the smaller worst
+    error. Non-finite errors never win."""
     if best is None or not math.isfinite(best.evaluation.worst):
         return candidate
-    if math.isfinite(candidate.evaluation.worst) and candidate.evaluation.worst < best.evaluation.worst:
-        return candidate
-    return best
+    if not math.isfinite(candidate.evaluation.worst):
+        return best
+
+    def rank(snap):
+        within = snap.evaluation.worst <= run.settings.tol
+        return (not within, run.strict_dual_violation(snap.evaluation) if within else snap.evaluation.worst)
+
+    return candidate if rank(candidate) < rank(best) else best
 
 
 def _two_phases(run: _Run) -> None:
