@@ -15,22 +15,20 @@ README; the paper's H100 times are listed where the issue tracker quotes them.
 from __future__ import annotations
 
 import argparse
-import csv
 import re
 import sys
 import time
 from pathlib import Path
 
-import numpy as np
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import cvxpy_culorads as cl  # noqa: E402
 from cvxpy_culorads.backend import select_backend  # noqa: E402
 from cvxpy_culorads.models import maxcut_problem, read_graph  # noqa: E402
+from report import device_pool_bytes, release_device_memory, write_tables  # noqa: E402
 
 PAPER_H100_SECONDS = {"G1": 0.4, "G22": 3.0, "G60": 0.2, "G64": 2.2, "G67": 0.6}
-
 
 def reference_values(readme: Path) -> dict[str, float]:
     """Midpoints of the certified primal/dual bounds in the Gset README."""
@@ -41,18 +39,6 @@ def reference_values(readme: Path) -> dict[str, float]:
             low, high = (float(v) for v in cols[6].split("/"))
             values[cols[1]] = 0.5 * (low + high)
     return values
-
-
-def peak_device_bytes(backend) -> int:
-    if not backend.is_gpu:
-        return 0
-    return int(backend.xp.get_default_memory_pool().total_bytes())
-
-
-def release_device_memory(backend) -> None:
-    if backend.is_gpu:
-        backend.xp.get_default_memory_pool().free_all_blocks()
-
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -89,35 +75,23 @@ def main(argv=None) -> int:
                    rel_error=abs(value - reference) / abs(reference),
                    pinf=result.errors["primal_infeasibility"], dinf=result.errors["dual_infeasibility"],
                    gap=result.errors["gap"], status=result.status.value,
-                   peak_mib=round(peak_device_bytes(backend) / 2**20, 1),
+                   peak_mib=round(device_pool_bytes(backend) / 2**20, 1),
                    paper_h100_s=paper if paper is not None else "",
                    ratio=round(seconds / paper, 2) if paper else "")
         rows.append(row)
         print(f"{name:>4} n={row['n']:6d} {seconds:8.3f}s value {value:.6f} rel {row['rel_error']:.1e} "
               f"max err {result.max_error:.1e} {row['status']}", flush=True)
 
-    args.out.mkdir(parents=True, exist_ok=True)
-    stem = args.out / f"gset_{backend.name}"
-    with open(stem.with_suffix(".csv"), "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-    header = ["graph", "n", "seconds", "alm_steps", "admm_sweeps", "rank", "sdp_value", "rel_error", "pinf",
-              "dinf", "gap", "status", "peak_mib", "paper_h100_s", "ratio"]
-    lines = [f"Gset MaxCut SDP on {backend.describe()}, {time.strftime('%Y-%m-%d')}, tol {args.tol:g}", "",
-             "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    for row in rows:
-        cells = [f"{row[h]:.3g}" if isinstance(row[h], float) and h not in ("sdp_value",) else
-                 (f"{row[h]:.6f}" if h == "sdp_value" else str(row[h])) for h in header]
-        lines.append("| " + " | ".join(cells) + " |")
     total = sum(r["seconds"] for r in rows)
     optimal = sum(r["status"] == "optimal" for r in rows)
-    lines += ["", f"total {total:.2f} s over {len(rows)} graphs; {optimal} optimal; "
-                  f"max rel. error vs reference {max(r['rel_error'] for r in rows):.1e}"]
-    stem.with_suffix(".md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    print(write_tables(
+        rows, args.out / f"gset_{backend.name}",
+        f"Gset MaxCut SDP on {backend.describe()}, {time.strftime('%Y-%m-%d')}, tol {args.tol:g}",
+        f"total {total:.2f} s over {len(rows)} graphs; {optimal} optimal; "
+        f"max rel. error vs reference {max(r['rel_error'] for r in rows):.1e}",
+        ["graph", "n", "seconds", "alm_steps", "admm_sweeps", "rank", "sdp_value", "rel_error", "pinf", "dinf", "gap",
+         "status", "peak_mib", "paper_h100_s", "ratio"]))
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())

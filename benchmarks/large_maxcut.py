@@ -17,7 +17,6 @@ It prints a line per instance, then a Markdown table, and writes ``<suite>_<devi
 from __future__ import annotations
 
 import argparse
-import csv
 import sys
 import time
 from pathlib import Path
@@ -29,6 +28,7 @@ import cvxpy_culorads as cl  # noqa: E402
 import graphs  # noqa: E402
 from cvxpy_culorads.backend import select_backend  # noqa: E402
 from cvxpy_culorads.models import maxcut_problem  # noqa: E402
+from report import device_pool_bytes, release_device_memory, write_tables  # noqa: E402
 
 # The cuLoRADS paper's H100 times (seconds) as quoted in the issue tracker.
 PAPER_H100_SECONDS = {
@@ -63,8 +63,7 @@ def main(argv=None) -> int:
         W = build_graph(args.suite, k, backend.name)
         problem = maxcut_problem(W, name=f"{args.suite}{k}")
         built = time.perf_counter() - start
-        if backend.is_gpu:
-            backend.xp.get_default_memory_pool().free_all_blocks()
+        release_device_memory(backend)
         result = cl.solve(problem, device=backend.name, tol=args.tol, time_limit=args.time_limit)
         paper = PAPER_H100_SECONDS[args.suite].get(k)
         solve_s = result.solve_time - result.setup_time
@@ -74,27 +73,16 @@ def main(argv=None) -> int:
                    admm_sweeps=result.iterations["admm"], rank=max(result.ranks),
                    sdp_value=-result.primal_objective, pinf=result.errors["primal_infeasibility"],
                    dinf=result.errors["dual_infeasibility"], gap=result.errors["gap"], status=result.status.value,
-                   peak_gib=round(backend.xp.get_default_memory_pool().total_bytes() / 2**30, 2)
-                   if backend.is_gpu else 0.0,
+                   peak_gib=round(device_pool_bytes(backend) / 2**30, 2),
                    paper_h100_s=paper if paper is not None else "",
                    ratio=round(solve_s / paper, 2) if paper else "")
         rows.append(row)
         print(f"{row['instance']:>14} n={row['n']:9d} edges={row['edges']:10d} solve {solve_s:8.2f}s "
               f"(setup {result.setup_time:.2f}s) max err {result.max_error:.1e} {row['status']}", flush=True)
 
-    args.out.mkdir(parents=True, exist_ok=True)
-    stem = args.out / f"{args.suite}_{backend.name}"
-    with open(stem.with_suffix(".csv"), "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-    header = list(rows[0])
-    lines = [f"{args.suite} MaxCut SDP on {backend.describe()}, {time.strftime('%Y-%m-%d')}, tol {args.tol:g}", "",
-             "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(f"{v:.3g}" if isinstance(v, float) and h != "sdp_value" else str(v)
-                                for h, v in row.items()) + " |" for row in rows]
-    stem.with_suffix(".md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    print(write_tables(rows, args.out / f"{args.suite}_{backend.name}",
+                       f"{args.suite} MaxCut SDP on {backend.describe()}, {time.strftime('%Y-%m-%d')}, "
+                       f"tol {args.tol:g}"))
     return 0
 
 

@@ -1,0 +1,37 @@
+"""Shared output of the benchmark scripts: one CSV and one Markdown table per run, and the device's
+memory pool (the peak device memory a run needed, since CuPy's pool keeps what it allocated)."""
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+
+def write_tables(rows: list[dict], stem: Path, title: str, footer: str = "", columns: list | None = None) -> str:
+    """Write ``stem.csv`` (all fields) and ``stem.md`` (``columns``, default all); return the Markdown."""
+    stem.parent.mkdir(parents=True, exist_ok=True)
+    with open(stem.with_suffix(".csv"), "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    columns = columns or list(rows[0])
+    lines = [title, "", "| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    for row in rows:  # objective values keep their digits; other floats are measurements
+        lines.append("| " + " | ".join(f"{row[c]:.10g}" if c == "sdp_value" else
+                                       f"{row[c]:.3g}" if isinstance(row[c], float) else str(row[c])
+                                       for c in columns) + " |")
+    if footer:
+        lines += ["", footer]
+    text = "\n".join(lines) + "\n"
+    stem.with_suffix(".md").write_text(text)
+    return text
+
+
+def device_pool_bytes(backend) -> int:
+    """Bytes held by CuPy's memory pool (0 on the CPU)."""
+    return int(backend.xp.get_default_memory_pool().total_bytes()) if backend.is_gpu else 0
+
+
+def release_device_memory(backend) -> None:
+    """Return the pool's free blocks, so that the next instance's pool size is its own peak."""
+    if backend.is_gpu:
+        backend.xp.get_default_memory_pool().free_all_blocks()
