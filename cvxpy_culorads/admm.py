@@ -127,7 +127,7 @@ class ADMMPhase:
             st.Avals = op.constraints(op.sample(st.R))
             st.objective = float(op.objective(st.R))
             residual = st.Avals - op.b
-            residual_norm = float(self.xp.linalg.norm(residual))
+            residual_norm = op.residual_norm(residual)
             st.lam = st.lam - st.rho * residual
             self.sweeps += 1
             progress = Progress.measure("ADMM", self.sweeps, residual_norm, st.objective,

@@ -147,7 +147,7 @@ class ALMPhase:
             self.lbfgs.reset()  # not a descent direction: fall back to steepest descent
         self.eta = math.sqrt(gg) / (1.0 + s * self.norms.C_inf)
         self.steps += 1
-        progress = self._progress(math.sqrt(max(rr, 0.0)), b_lam / s)
+        progress = self._progress(op.row_scale * math.sqrt(max(rr, 0.0)), b_lam / s)
         if not (progress.finite and math.isfinite(gg)):
             self.failed = True
             return progress, True

@@ -66,7 +66,7 @@ class _Run:
         self.problem, self.settings = problem, settings
         self.start = time.perf_counter()
         self.backend = select_backend(settings.device)
-        self.op = CompressedOperator(problem, self.backend)
+        self.op = CompressedOperator(problem, self.backend, rescale=settings.l2_rescaling)
         self.backend.synchronize()
         self.setup_time = self.elapsed()
         self.norms = ProblemNorms.of(problem)
@@ -126,7 +126,7 @@ class _Run:
     def evaluate(self, lam) -> _Evaluation:
         """Errors of the current factor and the (unscaled) multipliers ``lam``, from scratch."""
         st, op = self.state, self.op
-        residual = float(self.backend.xp.linalg.norm(op.constraints(op.sample(st.R)) - op.b))
+        residual = op.residual_norm(op.constraints(op.sample(st.R)) - op.b)
         primal = float(op.objective(st.R))
         dual = float(op.b @ lam)
         # lambda_min is needed to a tenth of what the polish test (tol on the ||C||_inf scale) resolves
@@ -315,7 +315,7 @@ def _result(run: _Run, best: _Snapshot, stop_status: Status | None) -> Result:
     R = backend.to_host(best.R)
     factors = [np.ascontiguousarray(R[o:o + n, :r]) for o, n, r in zip(layout.offsets, layout.sizes, best.ranks)]
     x_lp = R[layout.lp_offset:, 0] ** 2
-    dual = backend.to_host(best.lam) / best.c_scale
+    dual = backend.to_host(best.lam) / (best.c_scale * run.op.row_scale)
     phases = {"alm": sum(p.phase == "ALM" for p in run.log), "admm": sum(p.phase == "ADMM" for p in run.log)}
     result = Result(status=status, primal_objective=evaluation.primal_objective,
                     dual_objective=evaluation.dual_objective, errors=dict(evaluation.errors), factors=factors,

@@ -71,7 +71,7 @@ def _csr(backend, rows, cols, vals, shape, index_dtype, presorted=False):
 class CompressedOperator:
     """The problem's data on one backend, in the column-compressed layout described above."""
 
-    def __init__(self, problem, backend):
+    def __init__(self, problem, backend, rescale: bool = False):
         self.backend = backend
         self.kernels = kernels_for(backend)
         self.layout = layout = BlockLayout.of(problem)
@@ -91,6 +91,16 @@ class CompressedOperator:
         a_cols.append(lp_rows[A_lp.col]), a_vals.append(A_lp.data)
         c_rows, c_cols, c_vals = map(np.concatenate, (c_rows, c_cols, c_vals))
         a_cons, a_rows, a_cols, a_vals = map(np.concatenate, (a_cons, a_rows, a_cols, a_vals))
+        # l2 rescaling by one scalar, the median row norm s of A (off-diagonals count twice): A <- A / s and
+        # b <- b / s keep the penalty commensurate with the objective when the coefficients are large (arch*:
+        # ||A_i|| ~ 1e4, b_i ~ 2, which left the ADMM CG at its iteration cap). One scalar keeps the relative
+        # row weights: per-row scaling shrank the all-ones row of gpp100 and slowed it 100x. The multipliers
+        # of the scaled rows are s * lambda, C - A*(lambda) is unchanged, residuals need ``row_scale``.
+        self.row_scale = 1.0
+        if rescale:
+            squares = np.bincount(a_cons, np.where(a_rows == a_cols, 1.0, 2.0) * a_vals ** 2, minlength=self.m)
+            self.row_scale = float(np.median(np.sqrt(squares[squares > 0]))) if np.any(squares > 0) else 1.0
+            a_vals = a_vals / self.row_scale
 
         # The sorting and indexing below run on the backend (on the GPU for large problems); the
         # coordinates are unique per position already (SDPProblem sums duplicates, blocks are disjoint).
@@ -138,7 +148,7 @@ class CompressedOperator:
         self.cols = sampled_cols.astype(idx)
         self.c_raw = c_raw
         self.c_data = xp.take(c_raw, self.S_gather)
-        self.b = xp.asarray(problem.b)
+        self.b = xp.asarray(problem.b) / self.row_scale
 
     @staticmethod
     def _index_dtype(largest: int):
@@ -152,6 +162,10 @@ class CompressedOperator:
     def sample_pair(self, R, D):
         """Columns sym(R D') and D D' at the positions the constraints touch, for the line search."""
         return self.kernels.sym_sample_pair(self.rows, self.cols, R, D)
+
+    def residual_norm(self, residual) -> float:
+        """||A(X) - b||_2 of the unscaled problem, from the residual of the scaled rows."""
+        return self.row_scale * float(self.backend.xp.linalg.norm(residual))
 
     def constraints(self, w):
         """A(X) for X given by :meth:`sample` (a vector, or an N x k block of such vectors)."""

@@ -39,7 +39,9 @@ class Settings:
     [maxALMIter]; ``max_admm_iter`` [maxADMMIter] per ADMM run; ``rank_factor`` [timesLogRank];
     ``rank_growth`` factor of a rank increase; ``lbfgs_memory`` [lbfgsListLength];
     ``heuristic_factor`` [heuristicFactor] multiplier of the penalty at the switch to phase II;
-    ``reopt_scale`` objective factor of one re-optimisation round; ``log_every`` seconds between log lines.
+    ``reopt_scale`` objective factor of one re-optimisation round; ``log_every`` seconds between log lines;
+    ``l2_rescaling`` [l2Rescaling] divide A and b by the median l2 norm of the constraints' coefficients
+    (the errors are always measured on the unscaled problem).
     """
 
     device: str = "auto"
@@ -61,6 +63,7 @@ class Settings:
     heuristic_factor: float = 1.0
     reopt_scale: float = 5.0
     log_every: float = 0.5
+    l2_rescaling: bool = True
 
     def __post_init__(self):
         if self.device not in _DEVICES:
