@@ -11,7 +11,7 @@ lambda <- lambda - rho (A(R R') - b). Unlike LoRADS, which sweeps the PSD blocks
 blocks (and the nonnegative variables, rank-one rows of the same factor) are updated together: the
 joint system is still I + J'J, one CG solve replaces K of them, and the update is the exact
 minimiser over all of U at once. The penalty grows by 1.2 every 5 sweeps up to a cap that is raised
-when the infeasibility stagnates. U V' is neither symmetric nor PSD until U = V, so a penalty far
+when the infeasibility stagnates above tol. U V' is neither symmetric nor PSD until U = V, so a penalty far
 too small for the objective lets the iterates run away (seen on arch0 straight after the switch):
 when the infeasibility grows far beyond its value at the switch, the phase restarts from the
 switch point with a larger penalty. The phase is a generator of ``Progress`` rows, one per sweep.
@@ -31,6 +31,7 @@ STAGNATION_WINDOW, STAGNATION_RATIO = 500, 0.65
 RHO_CEILING_FACTOR = 200.0  # hard ceiling on rho: 200 * rho_max
 DIVERGENCE_FACTOR = 100.0  # infeasibility growth over its value at the start that triggers a restart
 RESTART_RHO_FACTOR, MAX_RESTARTS = 4.0, 6
+GAP_PATIENCE = 200  # feasible sweeps without a new best gap after which the phase stops
 CG_MAX_ITER, CG_RESTART = 800, 20
 
 
@@ -117,6 +118,7 @@ class ADMMPhase:
         previous_mean = math.inf
         start_pinf = None
         pinf = math.inf
+        best_gap, since_best_gap = math.inf, 0
         check_every = 4 if self.backend.is_gpu else 1
         for _ in range(self.max_sweeps):
             cost = op.adjoint_data(-st.lam - st.rho * op.b, st.c_scale)
@@ -138,17 +140,23 @@ class ADMMPhase:
                 start_pinf = max(progress.primal_infeasibility_inf, tol)
             if not progress.finite or progress.primal_infeasibility_inf > DIVERGENCE_FACTOR * start_pinf:
                 return True
-            if self.reopt:
-                done = progress.primal_infeasibility <= tol and progress.gap <= tol
-            else:
-                done = progress.primal_infeasibility_inf <= tol
-            if done or (progress.gap <= 1e-3 * tol and progress.primal_infeasibility <= 1e-3 * tol):
+            # the first run stops on feasibility alone (LoRADS: the driver then measures and polishes);
+            # both runs stop once the reported primal error and the gap are within tol
+            done = progress.primal_infeasibility <= tol and progress.gap <= tol
+            if not self.reopt:
+                done = done or progress.primal_infeasibility_inf <= tol
+            if done:
                 self.converged = True
+                return False
+            # Feasible but the gap no longer improves: the multipliers drift (each step multiplies a tiny
+            # residual by a large rho), so more sweeps only hurt; the driver measures and polishes.
+            best_gap, since_best_gap = (progress.gap, 0) if progress.gap < best_gap else (best_gap, since_best_gap + 1)
+            if progress.primal_infeasibility <= tol and since_best_gap >= GAP_PATIENCE:
                 return False
             window.append(progress.primal_infeasibility_inf)
             if self.sweeps % RHO_EVERY == 0:
                 st.rho = min(st.rho * RHO_GROWTH, cap)
-            if st.rho >= cap and self.sweeps % STAGNATION_WINDOW == 0:
+            if st.rho >= cap and self.sweeps % STAGNATION_WINDOW == 0 and progress.primal_infeasibility_inf > tol:
                 mean = sum(window) / len(window)
                 if mean >= STAGNATION_RATIO * previous_mean:
                     cap = min(cap * RHO_GROWTH ** 4, ceiling)

@@ -168,20 +168,25 @@ def _solve(run: _Run) -> Result:
         current = best = _Snapshot.of(run)
         escapes = reopts = 0
         strict = run.strict_dual_violation(current.evaluation)
+        polish_stalled = False
         while True:
+            # A negative eigenvalue of the dual slack means a saddle point only once the multipliers
+            # have settled: polish first, and escape (grow the rank) when polishing stops paying.
             directions = _escape_directions(run, current.evaluation)
-            if directions is not None and escapes < MAX_ESCAPES:
+            can_polish = reopts < REOPT_ROUNDS[settings.reopt_level]
+            if directions is not None and escapes < MAX_ESCAPES and (polish_stalled or not can_polish):
                 escapes += 1
                 _escape(run, directions)
                 _two_phases(run)
-            elif reopts < REOPT_ROUNDS[settings.reopt_level] and (
-                    current.evaluation.worst > settings.tol or strict > settings.tol):
+            elif can_polish and (current.evaluation.worst > settings.tol or strict > settings.tol):
                 reopts += 1
                 _reoptimise(run)
             else:
                 break
+            previous_dinf = current.evaluation.errors["dual_infeasibility"]
             current = _Snapshot.of(run)
             best = _better(best, current, run)
+            polish_stalled = current.evaluation.errors["dual_infeasibility"] > 0.5 * previous_dinf
             # rounds that only serve the strict test stop once they stop paying (halving it)
             previous, strict = strict, run.strict_dual_violation(current.evaluation)
             if current.evaluation.worst <= settings.tol and strict > 0.5 * previous:
