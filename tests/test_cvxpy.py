@@ -379,3 +379,13 @@ def test_zoo_matches_clarabel(name):
     helper.check_complementarity(places=3)
     if name != "matrix_completion":
         helper.check_stationary_lagrangian(places=3)
+
+
+@pytest.mark.parametrize("name", ZOO)
+def test_zoo_objective_matches_scs(name):
+    # a second, first-order reference (at tight tolerances) next to Clarabel's interior point
+    case = ZOO[name]()
+    reference = case.problem.solve(solver="SCS", eps_abs=1e-9, eps_rel=1e-9, max_iters=200_000)
+    value = case.problem.solve(solver="CULORADS", tol=engine_tol(case.problem))
+    assert case.problem.status == cp.OPTIMAL
+    assert value == pytest.approx(reference, rel=1e-4, abs=1e-6)
