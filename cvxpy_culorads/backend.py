@@ -51,6 +51,15 @@ class Backend:
         if self.is_gpu:
             self.xp.cuda.get_current_stream().synchronize()
 
+    def free_memory(self) -> int | None:
+        """Bytes the solver can still allocate on the device (free memory plus CuPy's cached blocks);
+        None on the CPU, where the operating system manages memory."""
+        if not self.is_gpu:
+            return None
+        free, _ = self.xp.cuda.runtime.memGetInfo()
+        pool = self.xp.get_default_memory_pool()
+        return int(free + pool.free_bytes())
+
     def describe(self) -> str:
         if not self.is_gpu:
             return "cpu (NumPy/SciPy)"

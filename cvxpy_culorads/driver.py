@@ -25,7 +25,7 @@ from .admm import ADMMPhase
 from .alm import ALMPhase
 from .backend import select_backend
 from .certificates import ProblemNorms, dual_infeasibility, primal_infeasibility, relative_gap, stationary_multipliers
-from .layout import CompressedOperator
+from .layout import BlockLayout, CompressedOperator, estimate_device_bytes
 from .result import Result, Status
 from .settings import Settings
 from .state import SolverState, block_ranks, widen_factor
@@ -66,6 +66,7 @@ class _Run:
         self.problem, self.settings = problem, settings
         self.start = time.perf_counter()
         self.backend = select_backend(settings.device)
+        _check_memory(problem, self.backend, settings)
         self.op = CompressedOperator(problem, self.backend, rescale=settings.l2_rescaling)
         self.backend.synchronize()
         self.setup_time = self.elapsed()
@@ -135,6 +136,21 @@ class _Run:
         errors = {"primal_infeasibility": primal_infeasibility(residual, self.norms),
                   "dual_infeasibility": dinf, "gap": relative_gap(primal, dual)}
         return _Evaluation(primal, dual, errors, pairs)
+
+
+def _check_memory(problem, backend, settings: Settings) -> None:
+    """Refuse, before allocating anything, a problem that will not fit on the device."""
+    free = backend.free_memory()
+    if free is None:
+        return
+    initial, _ = block_ranks(BlockLayout.of(problem), settings.rank, settings.rank_factor)
+    rank = max(initial + [1])  # the maximal rank is rarely reached; rank growth may still run out later
+    need = estimate_device_bytes(problem, rank)
+    if need > free:
+        raise MemoryError(
+            f"{problem.name}: the solve needs about {need / 2**30:.1f} GiB of device memory at its initial rank "
+            f"{rank} but {free / 2**30:.1f} GiB are free; use device='cpu', a device with more memory, a "
+            f"smaller rank (setting 'rank') or a smaller problem")
 
 
 def solve(problem, settings: Settings | None = None, **options) -> Result:

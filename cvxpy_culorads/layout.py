@@ -68,6 +68,23 @@ def _csr(backend, rows, cols, vals, shape, index_dtype, presorted=False):
     return backend.sparse.csr_matrix((vals, cols.astype(index_dtype), indptr.astype(index_dtype)), shape=shape)
 
 
+# n_rows x r arrays alive at once in the phases: factor, gradient, direction, L-BFGS pairs, U, V, CG
+# vectors and temporaries (an upper estimate, counted from alm.py and admm.py)
+FACTOR_ARRAYS = 16
+
+
+def estimate_device_bytes(problem, rank: int) -> int:
+    """An upper estimate of the device memory a solve needs at the given maximal rank: the
+    operator's build (sorting 64-bit keys over Omega) and arrays, plus the phases' factor arrays."""
+    layout = BlockLayout.of(problem)
+    nnz_A = problem.nnz
+    omega = sum(c[0].size for c in problem.C_coords) + nnz_A + layout.n_lp  # |Omega| at most
+    build = 6 * 8 * omega  # keys, sort buffers, row/col splits
+    operator = 2 * 12 * nnz_A + 3 * 16 * omega  # A_fold and At_raw; S pattern, gather, values, C values
+    factors = FACTOR_ARRAYS * 8 * layout.n_rows * max(rank, 1)
+    return max(build, operator) + factors
+
+
 class CompressedOperator:
     """The problem's data on one backend, in the column-compressed layout described above."""
 

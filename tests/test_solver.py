@@ -114,3 +114,12 @@ def test_unknown_setting_is_rejected():
 def test_public_api():
     for name in ("SDPProblem", "solve", "Settings", "Result", "Status", "read_sdpa", "write_sdpa"):
         assert hasattr(cl, name)
+
+
+def test_a_problem_that_does_not_fit_is_refused_before_allocating(monkeypatch):
+    from cvxpy_culorads.backend import Backend
+
+    problem, _ = random_maxcut(20, 0.3, seed=9)
+    monkeypatch.setattr(Backend, "free_memory", lambda self: 1000)
+    with pytest.raises(MemoryError, match="needs about .* GiB of device memory"):
+        solve(problem, device="cpu")
