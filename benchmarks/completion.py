@@ -9,7 +9,7 @@ distinct entries observed uniformly at random (``models.random_low_rank_instance
 (``models.completion_problem``) has one PSD block of order 2 n1 and m equality constraints. The
 paper's table sizes are n = 2 n1 = 2e4 with m = 7.7e6, n = 8e5 with m = 3.2e8 and n = 2e7 with m = 2e8.
 It reports the whole call, the part spent compressing the data onto the device and the rest
-(``solve_s``, comparable to the paper's times), iterations, the three DIMACS errors, the status, the
+(``seconds``, comparable to the paper's times), iterations, the three DIMACS errors, the status, the
 relative recovery error ||Y - M||_F / ||M||_F and the peak device memory, a line per instance and a
 Markdown table at the end (``completion_<device>.csv/.md``).
 """
@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import cvxpy_culorads as cl  # noqa: E402
 from cvxpy_culorads.backend import select_backend  # noqa: E402
 from cvxpy_culorads.models import completion_error, completion_problem, random_low_rank_instance  # noqa: E402
-from report import device_pool_bytes, release_device_memory, write_tables  # noqa: E402
+from report import release_device_memory, result_fields, write_tables  # noqa: E402
 
 PAPER_H100_SECONDS = {(10_000, 7_700_000): 0.4, (400_000, 320_000_000): 39.7, (10_000_000, 200_000_000): 443.0}
 
@@ -51,14 +51,9 @@ def main(argv=None) -> int:
         result = cl.solve(problem, device=backend.name, tol=args.tol, time_limit=args.time_limit)
         paper = PAPER_H100_SECONDS.get((n1, m))
         solve_s = result.solve_time - result.setup_time
-        row = dict(n=2 * n1, m=m, rank=args.rank, total_s=round(result.solve_time, 3),
-                   setup_s=round(result.setup_time, 3), solve_s=round(solve_s, 3),
-                   alm_steps=result.iterations["alm"], admm_sweeps=result.iterations["admm"],
-                   final_rank=max(result.ranks), pinf=result.errors["primal_infeasibility"],
-                   dinf=result.errors["dual_infeasibility"], gap=result.errors["gap"], status=result.status.value,
+        row = dict(n=2 * n1, m=m, true_rank=args.rank, total_s=round(result.solve_time, 3),
                    recovery=completion_error(result.factors[0], n1, factors),
-                   peak_gib=round(device_pool_bytes(backend) / 2**30, 2),
-                   paper_h100_s=paper if paper is not None else "", ratio=round(solve_s / paper, 2) if paper else "")
+                   **result_fields(result, backend, solve_s, paper))
         rows.append(row)
         print(f"n={row['n']:9d} m={m:10d} solve {solve_s:8.2f}s (setup {result.setup_time:.2f}s) "
               f"max err {result.max_error:.1e} recovery {row['recovery']:.1e} {row['status']}", flush=True)

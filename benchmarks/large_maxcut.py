@@ -10,7 +10,7 @@ graph on 2^k uniform points with radius 0.55 sqrt(ln n / n), generated on the GP
 one; ``delaunay`` = delaunay_nk, the Delaunay triangulation of 2^k uniform points (Qhull, on the CPU).
 For each size it builds the SDP with ``models.maxcut_problem``, solves it, and reports the whole call
 (``total_s``), the part that compresses the data onto the device (``setup_s``) and the rest
-(``solve_s``, the number comparable to the paper's times, which start once the data is on the
+(``seconds``, the number comparable to the paper's times, which start once the data is on the
 device), iterations, the SDP value, the three DIMACS errors, the status and the peak device memory.
 It prints a line per instance, then a Markdown table, and writes ``<suite>_<device>.csv/.md``.
 """
@@ -28,7 +28,7 @@ import cvxpy_culorads as cl  # noqa: E402
 import graphs  # noqa: E402
 from cvxpy_culorads.backend import select_backend  # noqa: E402
 from cvxpy_culorads.models import maxcut_problem  # noqa: E402
-from report import device_pool_bytes, release_device_memory, write_tables  # noqa: E402
+from report import release_device_memory, result_fields, write_tables  # noqa: E402
 
 # The cuLoRADS paper's H100 times (seconds) as quoted in the issue tracker.
 PAPER_H100_SECONDS = {
@@ -68,14 +68,8 @@ def main(argv=None) -> int:
         paper = PAPER_H100_SECONDS[args.suite].get(k)
         solve_s = result.solve_time - result.setup_time
         row = dict(instance=f"{args.suite}_2^{k}", n=W.shape[0], edges=W.nnz // 2, build_s=round(built, 2),
-                   total_s=round(result.solve_time, 3), setup_s=round(result.setup_time, 3),
-                   solve_s=round(solve_s, 3), alm_steps=result.iterations["alm"],
-                   admm_sweeps=result.iterations["admm"], rank=max(result.ranks),
-                   sdp_value=-result.primal_objective, pinf=result.errors["primal_infeasibility"],
-                   dinf=result.errors["dual_infeasibility"], gap=result.errors["gap"], status=result.status.value,
-                   peak_gib=round(device_pool_bytes(backend) / 2**30, 2),
-                   paper_h100_s=paper if paper is not None else "",
-                   ratio=round(solve_s / paper, 2) if paper else "")
+                   total_s=round(result.solve_time, 3), sdp_value=-result.primal_objective,
+                   **result_fields(result, backend, solve_s, paper))
         rows.append(row)
         print(f"{row['instance']:>14} n={row['n']:9d} edges={row['edges']:10d} solve {solve_s:8.2f}s "
               f"(setup {result.setup_time:.2f}s) max err {result.max_error:.1e} {row['status']}", flush=True)

@@ -26,6 +26,18 @@ def write_tables(rows: list[dict], stem: Path, title: str, footer: str = "", col
     return text
 
 
+def result_fields(result, backend, seconds: float, paper_seconds) -> dict:
+    """The columns every suite reports for one solve: ``seconds`` is the time compared with the paper's
+    ``paper_seconds`` (None where the paper has no entry)."""
+    return dict(seconds=round(seconds, 3), setup_s=round(result.setup_time, 3),
+                alm_steps=result.iterations["alm"], admm_sweeps=result.iterations["admm"], rank=max(result.ranks),
+                pinf=result.errors["primal_infeasibility"], dinf=result.errors["dual_infeasibility"],
+                gap=result.errors["gap"], status=result.status.value,
+                peak_gib=round(device_pool_bytes(backend) / 2**30, 3),
+                paper_h100_s=paper_seconds if paper_seconds is not None else "",
+                ratio=round(seconds / paper_seconds, 2) if paper_seconds else "")
+
+
 def device_pool_bytes(backend) -> int:
     """Bytes held by CuPy's memory pool (0 on the CPU)."""
     return int(backend.xp.get_default_memory_pool().total_bytes()) if backend.is_gpu else 0

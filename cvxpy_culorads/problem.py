@@ -255,11 +255,6 @@ class SDPProblem:
         v = np.concatenate([vals, vals[off]])
         return sp.csr_array((v, (r, c)), shape=(n, n))
 
-    def _objective_entry_abs(self):
-        """|C| entries of the full matrices (off-diagonals counted twice) and the LP objective."""
-        parts = [np.where(r == c, 1.0, 2.0) * np.abs(v) for r, c, v in self.C_coords]
-        return parts
-
     @property
     def b_norm_1(self) -> float:
         return float(np.abs(self.b).sum())
@@ -271,7 +266,8 @@ class SDPProblem:
     @property
     def C_norm_1(self) -> float:
         """Sum of |entries| of all C_k (full symmetric matrices) plus ||c_lp||_1."""
-        return float(sum(p.sum() for p in self._objective_entry_abs()) + np.abs(self.c_lp).sum())
+        full = sum(float((np.where(r == c, 1.0, 2.0) * np.abs(v)).sum()) for r, c, v in self.C_coords)
+        return full + float(np.abs(self.c_lp).sum())
 
     @property
     def C_norm_inf(self) -> float:

@@ -88,6 +88,9 @@ class Settings:
             raise ValueError(f"rank_growth must be > 1, got {self.rank_growth!r}")
         if not isinstance(self.seed, int):
             raise ValueError(f"seed must be an integer, got {self.seed!r}")
+        for name in ("verbose", "l2_rescaling"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
 
     @classmethod
     def names(cls) -> tuple[str, ...]:
