@@ -3,12 +3,14 @@
 ``solve`` compresses the problem onto the chosen backend, starts from a random factor of
 logarithmic rank, runs phase I (ALM, ``alm.py``) until the primal infeasibility reaches
 ``phase1_tol``, switches to phase II (ADMM, ``admm.py``), then measures the DIMACS errors on the
-returned point, the dual one through the smallest eigenvalue of C - A*(lambda)
-(``certificates.py``). While they exceed ``tol`` and ``reopt_level`` allows, it re-optimises: the
-objective is scaled up (so the penalty weighs relatively less and optimality gains weight), the
-multipliers with it, and a short ALM run and an ADMM run follow. The best point seen is returned
-with an honest status. Phases are generators; this module alone owns time and iteration limits
-and the iteration log.
+point from scratch, the dual one through the smallest eigenvalue of C - A*(lambda)
+(``certificates.py``), also trying the multipliers that best satisfy stationarity. While errors
+remain and ``reopt_level`` allows, it re-optimises ("polishes"): the objective is scaled up (so the
+penalty weighs relatively less and optimality gains weight), the multipliers with it, and a short
+ALM run and an ADMM run follow. When polishing stops paying and the dual slack still has a clearly
+negative eigenvalue, the point is a low-rank saddle: the rank grows along that eigenvector and both
+phases run again. The best point seen is returned with an honest status. Phases are generators;
+this module alone owns time and iteration limits and the iteration log.
 """
 from __future__ import annotations
 
