@@ -5,8 +5,8 @@ For fixed multipliers lambda and penalty rho the phase minimises
     L(R) = s <C, R R'> - lambda'(A(R R') - b) + rho/2 ||A(R R') - b||^2
 
 by L-BFGS, each step with the exact line search: along R + tau D the merit is a quartic in tau
-whose coefficients come from one sampled product (sym(R D') and D D' on Omega) and one sparse
-product, so the minimiser is a root of a cubic. A subproblem ends when the gradient certificate
+whose coefficients come from one sampled product (sym(R D') and D D' where the constraints act),
+the constraint operator and one product C D, so the minimiser is a root of a cubic. A subproblem ends when the gradient certificate
 eta = ||grad L||_F / (1 + s ||C||_inf) falls below 0.1 / rho; then lambda <- lambda - rho (A(X) - b).
 Subproblems repeat at fixed rho until one is easy (few steps), then rho doubles; a run of hard
 subproblems grows every rank by a factor (the "dynamic rank" of LoRADS). The phase is a generator
