@@ -257,16 +257,8 @@ def test_zoo_round_trip_matches_clarabel(stand_in, name, direct_cones):
     case = ZOO[name]()
     reference, reference_duals = solve_with_clarabel(case)
     value = case.problem.solve(solver="CULORADS" if direct_cones else without_direct_cones())
-    assert case.problem.status == cp.OPTIMAL
-    assert value == pytest.approx(reference, rel=1e-6, abs=1e-7)
-    assert max_violation(case.problem) <= 1e-6
-    for constraint, expected in zip(case.unique_duals, reference_duals):
-        np.testing.assert_allclose(constraint.dual_value, expected, rtol=1e-4, atol=1e-6)
-    helper = kkt_helper(case.problem)
-    helper.check_dual_domains(places=5)
-    helper.check_complementarity(places=5)
-    if name != "matrix_completion":  # cvxpy cannot differentiate normNuc
-        helper.check_stationary_lagrangian(places=5)
+    check_against_clarabel(name, case, value, reference, reference_duals, rel=1e-6, abs=1e-7, violation=1e-6,
+                           dual_rtol=1e-4, dual_atol=1e-6, places=5)
 
 
 @pytest.mark.parametrize("check", CVXPY_SDP_TESTS, ids=lambda check: check.__name__)
@@ -357,6 +349,21 @@ def test_cvxpy_standard_sdps(check):
     check("CULORADS")
 
 
+def check_against_clarabel(name, case, value, reference, reference_duals, *, rel, abs, violation, dual_rtol,
+                           dual_atol, places):
+    """Status, objective, constraint violation, unique duals and cvxpy's KKT checks at the given tolerances."""
+    assert case.problem.status == cp.OPTIMAL
+    assert value == pytest.approx(reference, rel=rel, abs=abs)
+    assert max_violation(case.problem) <= violation
+    for constraint, expected in zip(case.unique_duals, reference_duals):
+        np.testing.assert_allclose(constraint.dual_value, expected, rtol=dual_rtol, atol=dual_atol)
+    helper = kkt_helper(case.problem)
+    helper.check_dual_domains(places=places)
+    helper.check_complementarity(places=places)
+    if name != "matrix_completion":  # cvxpy cannot differentiate normNuc
+        helper.check_stationary_lagrangian(places=places)
+
+
 def engine_tol(problem: cp.Problem) -> float:
     """The tol at which status OPTIMAL means violations <= 1e-5: the engine's primal error is
     ||A(X) - b||_2 / (1 + ||b||_1)."""
@@ -369,16 +376,8 @@ def test_zoo_matches_clarabel(name):
     case = ZOO[name]()
     reference, reference_duals = solve_with_clarabel(case)
     value = case.problem.solve(solver="CULORADS", tol=engine_tol(case.problem))
-    assert case.problem.status == cp.OPTIMAL
-    assert value == pytest.approx(reference, rel=1e-4)
-    assert max_violation(case.problem) <= 1e-5
-    for constraint, expected in zip(case.unique_duals, reference_duals):
-        np.testing.assert_allclose(constraint.dual_value, expected, rtol=1e-3, atol=1e-4)
-    helper = kkt_helper(case.problem)
-    helper.check_dual_domains(places=3)
-    helper.check_complementarity(places=3)
-    if name != "matrix_completion":
-        helper.check_stationary_lagrangian(places=3)
+    check_against_clarabel(name, case, value, reference, reference_duals, rel=1e-4, abs=0.0, violation=1e-5,
+                           dual_rtol=1e-3, dual_atol=1e-4, places=3)
 
 
 @pytest.mark.parametrize("name", ZOO)
