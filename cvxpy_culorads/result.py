@@ -39,9 +39,11 @@ class Result:
 
     - ``primal_objective``: sum_k <C_k, R_k R_k'> + c_lp'x_lp (minimisation form).
     - ``dual_objective``: b'lambda.
-    - ``errors``: ``primal_infeasibility`` = ||A(X) - b||_2 / (1 + ||b||_inf); ``dual_infeasibility`` =
-      (sum_k max(0, -lambda_min(C_k - A_k*(lambda))) + ||max(0, -(c_lp - A_lp'lambda))||_1) / (1 + ||C||_inf);
-      ``gap`` = |primal - dual| / (1 + |primal| + |dual|); all evaluated on the returned point.
+    - ``errors``: ``primal_infeasibility`` = ||A(X) - b||_2 / (1 + ||b||_1); ``dual_infeasibility`` =
+      (sum_k max(0, -lambda_min(C_k - A_k*(lambda))) + ||max(0, -(c_lp - A_lp'lambda))||_1) / (1 + ||C||_1);
+      ``gap`` = |primal - dual| / (1 + |primal| + |dual|); all evaluated on the returned point, with ||.||_1
+      the sum of absolute entries (of the full symmetric C_k and of c_lp), as in the cuLoRADS paper and
+      the LoRADS code (``certificates.py``).
     - ``factors``: one host array R_k (n_k x r_k) per PSD block, X_k = R_k R_k'.
     - ``x_lp``: the nonnegative variables.
     - ``dual``: the multipliers lambda (C_k - sum_i lambda_i A_ik PSD at optimality).
