@@ -343,7 +343,7 @@ def _result(run: _Run, best: _Snapshot, stop_status: Status | None) -> Result:
     result = Result(status=status, primal_objective=evaluation.primal_objective,
                     dual_objective=evaluation.dual_objective, errors=dict(evaluation.errors), factors=factors,
                     x_lp=x_lp, dual=dual, iterations=phases, ranks=list(best.ranks), solve_time=run.elapsed(),
-                    setup_time=run.setup_time,
+                    setup_time=run.setup_time, min_eigenvalues=[value for value, _ in evaluation.eigenpairs],
                     device=backend.describe(), message=_message(status, settings), log=run.log)
     run.say(result.summary())
     return result

@@ -49,6 +49,8 @@ class Result:
     - ``dual``: the multipliers lambda (C_k - sum_i lambda_i A_ik PSD at optimality).
     - ``iterations``: inner iterations per phase (``alm`` L-BFGS steps, ``admm`` sweeps).
     - ``ranks``: the final rank per PSD block.
+    - ``min_eigenvalues``: lambda_min(C_k - A_k*(lambda)) per PSD block, the unnormalised dual
+      infeasibility (the reported error divides by 1 + ||C||_1, which is large for dense C).
     - ``solve_time``: seconds of the whole call; ``setup_time``: the part spent building the compressed
       operator on the device (``solve_time - setup_time`` is comparable to the cuLoRADS paper's times,
       which start once the data is on the device).
@@ -66,6 +68,7 @@ class Result:
     solve_time: float
     device: str
     setup_time: float = 0.0
+    min_eigenvalues: list = field(default_factory=list)
     message: str = ""
     log: list = field(default_factory=list, repr=False)
 

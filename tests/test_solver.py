@@ -53,6 +53,9 @@ def test_maxcut_matches_clarabel(device, seed):
     assert result.primal_objective == pytest.approx(_clarabel_value(problem), rel=1e-4)
     errors, primal = _own_errors(problem, result)
     assert primal == pytest.approx(result.primal_objective, rel=1e-10)
+    C, A = dense_blocks(problem)
+    slack = C[0] - sum(lam * A_i[0] for lam, A_i in zip(result.dual, A))
+    assert result.min_eigenvalues[0] == pytest.approx(np.linalg.eigvalsh(slack)[0], abs=1e-8)
     for key, value in errors.items():
         assert value == pytest.approx(result.errors[key], rel=1e-4, abs=1e-9)
         assert value <= 1e-5
