@@ -68,15 +68,16 @@ class _Run:
         self.problem, self.settings = problem, settings
         self.start = time.perf_counter()
         self.backend = select_backend(settings.device)
-        _check_memory(problem, self.backend, settings)
-        self.op = CompressedOperator(problem, self.backend, rescale=settings.l2_rescaling)
+        layout = BlockLayout.of(problem)
+        initial, self.max_ranks = block_ranks(layout, settings.rank, settings.rank_factor)
+        _check_memory(problem, layout, max(initial + [1]), self.backend)
+        self.op = CompressedOperator(problem, self.backend, rescale=settings.l2_rescaling, layout=layout)
         self.backend.synchronize()
         self.setup_time = self.elapsed()
         self.norms = ProblemNorms.of(problem)
         self.inner_iterations = 0
         self.log: list = []
         self._last_print = -math.inf
-        initial, self.max_ranks = block_ranks(self.op.layout, settings.rank, settings.rank_factor)
         self.state = self._initial_state(initial)
 
     def elapsed(self) -> float:
@@ -126,11 +127,15 @@ class _Run:
         return sum(max(0.0, -value) for value, _ in evaluation.eigenpairs) / (1.0 + self.norms.C_inf)
 
     # ------------------------------------------------------------------ measuring a point
-    def evaluate(self, lam) -> _Evaluation:
-        """Errors of the current factor and the (unscaled) multipliers ``lam``, from scratch."""
+    def primal_measures(self) -> tuple[float, float]:
+        """(||A(X) - b||_2, <C, X>) of the current factor, from scratch."""
         st, op = self.state, self.op
-        residual = op.residual_norm(op.constraints(op.sample(st.R)) - op.b)
-        primal = float(op.objective(st.R))
+        return op.residual_norm(op.constraints(op.sample(st.R)) - op.b), float(op.objective(st.R))
+
+    def evaluate(self, lam, primal_measures) -> _Evaluation:
+        """Errors of the current factor (its ``primal_measures``) and the (unscaled) multipliers ``lam``."""
+        op = self.op
+        residual, primal = primal_measures
         dual = float(op.b @ lam)
         # lambda_min is needed to a tenth of what the polish test (tol on the ||C||_inf scale) resolves
         accuracy = 0.1 * self.settings.tol * (1.0 + self.norms.C_inf)
@@ -140,14 +145,13 @@ class _Run:
         return _Evaluation(primal, dual, errors, pairs)
 
 
-def _check_memory(problem, backend, settings: Settings) -> None:
-    """Refuse, before allocating anything, a problem that will not fit on the device."""
+def _check_memory(problem, layout, rank: int, backend) -> None:
+    """Refuse, before allocating anything, a problem that will not fit on the device at its initial
+    ``rank`` (the maximal rank is rarely reached; rank growth may still run out of memory later)."""
     free = backend.free_memory()
     if free is None:
         return
-    initial, _ = block_ranks(BlockLayout.of(problem), settings.rank, settings.rank_factor)
-    rank = max(initial + [1])  # the maximal rank is rarely reached; rank growth may still run out later
-    need = estimate_device_bytes(problem, rank)
+    need = estimate_device_bytes(problem, layout, rank)
     if need > free:
         raise MemoryError(
             f"{problem.name}: the solve needs about {need / 2**30:.1f} GiB of device memory at its initial rank "
@@ -230,11 +234,11 @@ class _Snapshot:
         """The current point, with the stationary multipliers when they are better than the iterated ones
         (and then the iterations continue from them)."""
         st = run.state
-        lam = st.lam / st.c_scale
-        evaluation = run.evaluate(lam)
+        lam, measures = st.lam / st.c_scale, run.primal_measures()
+        evaluation = run.evaluate(lam, measures)
         if evaluation.errors["dual_infeasibility"] > run.settings.tol and math.isfinite(evaluation.worst):
             refined = stationary_multipliers(run.op, st.R, lam)
-            candidate = run.evaluate(refined)
+            candidate = run.evaluate(refined, measures)
             if candidate.worst < evaluation.worst:
                 evaluation, st.lam = candidate, refined * st.c_scale
         run.say(f"      errors: pinf {evaluation.errors['primal_infeasibility']:.2e} "

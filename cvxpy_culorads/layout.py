@@ -73,10 +73,9 @@ def _csr(backend, rows, cols, vals, shape, index_dtype, presorted=False):
 FACTOR_ARRAYS = 16
 
 
-def estimate_device_bytes(problem, rank: int) -> int:
-    """An upper estimate of the device memory a solve needs at the given maximal rank: the
-    operator's build (sorting 64-bit keys over Omega) and arrays, plus the phases' factor arrays."""
-    layout = BlockLayout.of(problem)
+def estimate_device_bytes(problem, layout: BlockLayout, rank: int) -> int:
+    """An upper estimate of the device memory a solve needs at the given rank: the operator's build
+    (sorting 64-bit keys over Omega) and arrays, plus the phases' factor arrays."""
     nnz_A = problem.nnz
     omega = sum(c[0].size for c in problem.C_coords) + nnz_A + layout.n_lp  # |Omega| at most
     build = 6 * 8 * omega  # keys, sort buffers, row/col splits
@@ -88,10 +87,10 @@ def estimate_device_bytes(problem, rank: int) -> int:
 class CompressedOperator:
     """The problem's data on one backend, in the column-compressed layout described above."""
 
-    def __init__(self, problem, backend, rescale: bool = False):
+    def __init__(self, problem, backend, rescale: bool = False, layout: BlockLayout | None = None):
         self.backend = backend
         self.kernels = kernels_for(backend)
-        self.layout = layout = BlockLayout.of(problem)
+        self.layout = layout = layout or BlockLayout.of(problem)
         self.m = problem.m
         n_rows = layout.n_rows
 
