@@ -9,15 +9,16 @@ from pathlib import Path
 def write_tables(rows: list[dict], stem: Path, title: str, footer: str = "", columns: list | None = None) -> str:
     """Write ``stem.csv`` (all fields) and ``stem.md`` (``columns``, default all); return the Markdown."""
     stem.parent.mkdir(parents=True, exist_ok=True)
+    fields = list(dict.fromkeys(key for row in rows for key in row))  # rows may add columns of their own
     with open(stem.with_suffix(".csv"), "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer = csv.DictWriter(f, fieldnames=fields, restval="")
         writer.writeheader()
         writer.writerows(rows)
-    columns = columns or list(rows[0])
+    columns = columns or fields
     lines = [title, "", "| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     for row in rows:  # objective values keep their digits; other floats are measurements
-        lines.append("| " + " | ".join(f"{row[c]:.10g}" if c == "sdp_value" else
-                                       f"{row[c]:.3g}" if isinstance(row[c], float) else str(row[c])
+        lines.append("| " + " | ".join(f"{row[c]:.10g}" if c.endswith("value") and isinstance(row.get(c), float) else
+                                       f"{row[c]:.3g}" if isinstance(row.get(c), float) else str(row.get(c, ""))
                                        for c in columns) + " |")
     if footer:
         lines += ["", footer]

@@ -26,9 +26,10 @@ class Settings:
       ``CULORADS_DEVICE`` overrides auto), ``"cpu"`` or ``"gpu"``.
     - ``tol``: tolerance on the three DIMACS errors (primal infeasibility, dual infeasibility, gap)
       for status OPTIMAL.
-    - ``reopt_level``: 0 no re-optimisation; 1 at most one round; 2 up to 8 rounds while the errors
-      (or the dual slack's negative eigenvalues on the ||C||_inf scale) exceed ``tol`` and each round
-      still pays. Saddle escapes (rank growth) happen at every level.
+    - ``reopt_level``: 0 no re-optimisation; 1 at most one round while an error exceeds ``tol``; 2 up
+      to 8 rounds while the errors or the dual slack's negative eigenvalues on the ||C||_inf scale (a
+      stricter test than the reported dual infeasibility, which divides by 1 + ||C||_1) exceed ``tol``
+      and each round still pays. Saddle escapes (rank growth) happen at every level.
     - ``time_limit``: seconds of wall clock (``inf``: none).
     - ``max_iter``: ceiling on the total number of inner iterations (L-BFGS steps plus ADMM sweeps).
     - ``rank``: initial rank of every PSD block (default: 2 ln n_k, capped by the Barvinok-Pataki bound).

@@ -1,7 +1,7 @@
 """Shared fixtures: the data folder beside the checkout, backends to run on, small random problems."""
 from __future__ import annotations
 
-import re
+import importlib.util
 from pathlib import Path
 
 import numpy as np
@@ -23,32 +23,26 @@ def data_file(*parts: str) -> Path:
     return path
 
 
-def _table(readme: Path) -> list[list[str]]:
-    return [[c.strip() for c in line.split("|")[1:-1]] for line in readme.read_text().splitlines()
-            if line.startswith("| ") and not line.startswith("| ---")]
+def _load_datasets():
+    """benchmarks/datasets.py, which reads the reference values from the data READMEs."""
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "datasets.py"
+    spec = importlib.util.spec_from_file_location("_culorads_bench_datasets", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_datasets = _load_datasets()
 
 
 def sdplib_optimum(name: str) -> float:
-    """The optimal value of an SDPLIB problem in the SDPA sign convention, from the data README: the
-    high-precision SDPA-GMP value where it converged to one number, else the SDPLIB table (some of
-    whose entries have only 3 or 4 digits, e.g. gpp500-1 = -25.3), with the README's corrections."""
-    corrections = {"maxG51": 4006.2555, "qap10": -1092.6075}
-    if name in corrections:
-        return corrections[name]
-    for row in _table(data_file("sdplib", "README.md")):
-        if re.fullmatch(rf"{re.escape(name)}\.dat-s(\.xz)?", row[0]):
-            gmp = row[7].split()
-            return float(gmp[0]) if len(gmp) > 1 and gmp[1] != "/" else float(row[5])
-    raise KeyError(name)
+    """The optimal value of an SDPLIB problem in the SDPA sign convention (see benchmarks/datasets.py)."""
+    return _datasets.sdplib_optimum(data_file("sdplib"), name)
 
 
 def gset_value(name: str) -> float:
-    """Certified Gset MaxCut SDP value: the midpoint of the primal/dual bounds of the data README."""
-    for row in _table(data_file("gset", "README.md")):
-        if row[0] == name:
-            low, high = (float(v) for v in row[5].split("/"))
-            return 0.5 * (low + high)
-    raise KeyError(name)
+    """Certified Gset MaxCut SDP value (see benchmarks/datasets.py)."""
+    return _datasets.gset_value(data_file("gset"), name)
 
 
 def random_maxcut(n: int, density: float, seed: int) -> tuple[SDPProblem, np.ndarray]:

@@ -1,0 +1,102 @@
+"""Run a benchmark suite on one device and write its tables.
+
+Usage::
+
+    python benchmarks/run.py --suite gset [--sizes G1,G22|all] [--device gpu] [--profiles accurate,paper]
+    python benchmarks/run.py --suite rgg --sizes 15,17,19,20 --device gpu --profiles paper
+    python benchmarks/run.py --suite delaunay --sizes 13,14 --device cpu --compare scs,clarabel
+    python benchmarks/run.py --suite completion --sizes 1000:200000,10000:7700000
+    python benchmarks/run.py --suite sparse --sizes 1e6,1e7 --profiles paper
+
+Suites and profiles are described in ``suites.py``. For every instance it builds the problem (its time is
+``build_s``), then for every profile solves it and records the time after the data reached the device
+(``seconds``, the number the paper reports; ``setup_s`` is the compression onto the device), iterations,
+rank, the value (of the maximisation for MaxCut and SDPA files), the error against a known optimum where
+the data set has one (``rel_error``) or against the ``accurate`` profile's value (``vs_accurate``), the
+three DIMACS errors, the status, the peak device memory and the paper's H100 time with our ratio. With
+``--compare`` the same SDP goes through CVXPY to SCS / Clarabel (up to the sizes of ``compare.PEER_MAX_N``),
+in the same run, reported on the instance's first row. A line per instance as it finishes, then a Markdown table;
+``<suite>_<device>.csv`` and ``.md`` go to ``--out``. ``plot.py`` draws the time-versus-n figure.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import cvxpy_culorads as cl  # noqa: E402
+import suites  # noqa: E402
+from compare import PEER_MAX_N, solve_with  # noqa: E402
+from cvxpy_culorads.backend import select_backend  # noqa: E402
+from cvxpy_culorads.models import maxcut_problem  # noqa: E402
+from graphs import random_regular_like  # noqa: E402
+from report import release_device_memory, result_fields, write_tables  # noqa: E402
+
+
+def solve_row(instance, problem, extra, profile: str, backend, args) -> dict:
+    release_device_memory(backend)
+    result = cl.solve(problem, device=backend.name, tol=args.tol, time_limit=args.time_limit, verbose=args.verbose,
+                      **suites.settings_for(instance, profile))
+    seconds = result.solve_time - result.setup_time
+    row = dict(instance=instance.name, n=sum(problem.block_sizes) + problem.n_lp, m=problem.m, profile=profile,
+               value=instance.sign * result.primal_objective, **extra(result),
+               **result_fields(result, backend, seconds, instance.paper_seconds))
+    print(f"{row['instance']:>22} {profile:>8} n={row['n']:9d} {seconds:8.2f}s (setup {result.setup_time:.2f}s) "
+          f"value {row['value']:.8g} max err {result.max_error:.1e} {row['status']}", flush=True)
+    return row
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--suite", choices=sorted(suites.SUITES), required=True)
+    parser.add_argument("--sizes", default=None, help="instances: names, exponents k or sizes (see suites.py)")
+    parser.add_argument("--device", default="auto")
+    parser.add_argument("--profiles", default="accurate")
+    parser.add_argument("--tol", type=float, default=1e-5)
+    parser.add_argument("--time-limit", type=float, default=300.0)
+    parser.add_argument("--compare", default="", help="comma-separated CVXPY solvers, e.g. scs,clarabel")
+    parser.add_argument("--verbose", action="store_true", help="print the solver's iteration log (stderr)")
+    parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "results")
+    args = parser.parse_args(argv)
+
+    backend = select_backend(args.device)
+    profiles = args.profiles.split(",")
+    peers = [p for p in args.compare.split(",") if p]
+    print(f"{args.suite} on {backend.describe()}, profiles {profiles}, tol {args.tol:g}", flush=True)
+    cl.solve(maxcut_problem(random_regular_like(200, 6, seed=1)), device=backend.name)  # compile kernels
+    rows = []
+    for instance in suites.instances(args.suite, args.sizes, backend.name):
+        start = time.perf_counter()
+        problem, extra = instance.build()
+        built = round(time.perf_counter() - start, 2)
+        group = [dict(solve_row(instance, problem, extra, profile, backend, args), build_s=built)
+                 for profile in profiles]
+        accurate = next((r for r in group if r["profile"] == "accurate"), None)
+        for row in group:
+            if accurate is not None:
+                row["vs_accurate"] = abs(row["value"] - accurate["value"]) / max(1.0, abs(accurate["value"]))
+        for peer in (p for p in peers if group[0]["n"] <= PEER_MAX_N.get(p, 0)):  # once per instance
+            outcome = solve_with(problem, peer.upper())
+            value = instance.sign * outcome["value"]
+            group[0].update({f"{peer}_s": round(outcome["seconds"], 3), f"{peer}_value": value,
+                             f"{peer}_status": outcome["status"]})
+            print(f"{'':>22} {peer:>8} {outcome['seconds']:8.2f}s value {value:.8g} {outcome['status']}", flush=True)
+        rows.extend(group)
+
+    summary = []
+    for profile in profiles:
+        mine = [r for r in rows if r["profile"] == profile]
+        summary.append(f"{profile}: {sum(r['seconds'] for r in mine):.2f} s over {len(mine)} instances, "
+                       f"{sum(r['status'] == 'optimal' for r in mine)} optimal")
+    print(write_tables(rows, args.out / f"{args.suite}_{backend.name}",
+                       f"{args.suite} on {backend.describe()}, {time.strftime('%Y-%m-%d')}, tol {args.tol:g}",
+                       "; ".join(summary)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
