@@ -125,8 +125,12 @@ def _sdplib(names: str, device: str) -> list[Instance]:
     folder = DATA / "sdplib"
 
     def builder(name):
-        path = next(folder.glob(f"{name}.dat-s*"))
-        return lambda: (read_sdpa(path), _with_reference(datasets.sdplib_optimum(folder, name)))
+        def build():
+            paths = sorted(folder.glob(f"{name}.dat-s*"))
+            if not paths:
+                raise FileNotFoundError(f"no {name}.dat-s[.xz|.gz] in {folder}")
+            return read_sdpa(paths[0]), _with_reference(datasets.sdplib_optimum(folder, name))
+        return build
     return [Instance(name, builder(name), None, _SMALL_MAXCUT if name.startswith(("mcp", "maxG")) else
                      dict(reopt_level=0)) for name in names.split(",")]
 
