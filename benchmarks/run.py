@@ -42,9 +42,11 @@ def solve_row(instance, problem, extra, profile: str, backend, args) -> dict:
     result = cl.solve(problem, device=backend.name, tol=args.tol, time_limit=args.time_limit, verbose=args.verbose,
                       **suites.settings_for(instance, profile))
     seconds = result.solve_time - result.setup_time
+    value = instance.sign * result.primal_objective
+    known = {} if instance.reference is None else dict(
+        reference=instance.reference, rel_error=abs(value - instance.reference) / max(1.0, abs(instance.reference)))
     row = dict(instance=instance.name, n=sum(problem.block_sizes) + problem.n_lp, m=problem.m, profile=profile,
-               value=instance.sign * result.primal_objective, **extra(result),
-               **result_fields(result, backend, seconds, instance.paper_seconds))
+               value=value, **known, **extra(result), **result_fields(result, backend, seconds, instance.paper_seconds))
     print(f"{row['instance']:>22} {profile:>8} n={row['n']:9d} {seconds:8.2f}s (setup {result.setup_time:.2f}s) "
           f"value {row['value']:.8g} max err {result.max_error:.1e} {row['status']}", flush=True)
     return row
@@ -76,9 +78,8 @@ def main(argv=None) -> int:
         group = [dict(solve_row(instance, problem, extra, profile, backend, args), build_s=built)
                  for profile in profiles]
         accurate = next((r for r in group if r["profile"] == "accurate"), None)
-        for row in group:
-            if accurate is not None:
-                row["vs_accurate"] = abs(row["value"] - accurate["value"]) / max(1.0, abs(accurate["value"]))
+        for row in group if accurate is not None else []:
+            row["vs_accurate"] = abs(row["value"] - accurate["value"]) / max(1.0, abs(accurate["value"]))
         for peer in (p for p in peers if group[0]["n"] <= PEER_MAX_N.get(p, 0)):  # once per instance
             outcome = solve_with(problem, peer.upper())
             value = instance.sign * outcome["value"]

@@ -53,6 +53,7 @@ class Instance:
     paper_seconds: float | None = None
     paper_settings: dict = field(default_factory=dict)
     sign: float = -1.0  # value = sign * primal objective (MaxCut and SDPA report the maximisation's value)
+    reference: float | None = None  # the known optimal value, where the data set lists one
 
 
 def settings_for(instance: Instance, profile: str) -> dict:
@@ -61,11 +62,14 @@ def settings_for(instance: Instance, profile: str) -> dict:
     return dict(instance.paper_settings) if profile == "paper" else {}
 
 
-def _with_reference(reference: float, sign: float = -1.0):
-    def extra(result):
-        value = sign * result.primal_objective
-        return dict(reference=reference, rel_error=abs(value - reference) / max(1.0, abs(reference)))
-    return extra
+def _no_extra(result) -> dict:
+    return {}
+
+
+def _maxcut(W, name: str):
+    """(MaxCut SDP of the adjacency W, a device or host CSR matrix; its edge-count column)."""
+    W = W.get() if hasattr(W, "get") else W
+    return maxcut_problem(W, name=name), lambda result: dict(edges=W.nnz // 2)
 
 
 def _gset(names: str, device: str) -> list[Instance]:
@@ -73,10 +77,9 @@ def _gset(names: str, device: str) -> list[Instance]:
     chosen = datasets.gset_names(folder) if names == "all" else names.split(",")
 
     def builder(name):
-        return lambda: (maxcut_problem(read_graph(folder / name), name=name),
-                        _with_reference(datasets.gset_value(folder, name)))
-    return [Instance(name, builder(name), PAPER_H100_SECONDS["gset"].get(name), _SMALL_MAXCUT)
-            for name in chosen]
+        return lambda: (maxcut_problem(read_graph(folder / name), name=name), _no_extra)
+    return [Instance(name, builder(name), PAPER_H100_SECONDS["gset"].get(name), _SMALL_MAXCUT,
+                     reference=datasets.gset_value(folder, name)) for name in chosen]
 
 
 def _graph_family(suite: str):
@@ -84,11 +87,8 @@ def _graph_family(suite: str):
         def builder(k):
             def build():
                 if suite == "rgg":
-                    W = graphs.rgg_graph(k, seed=0, device=device)
-                else:
-                    W = graphs.delaunay_graph(k, seed=0)
-                W = W.get() if hasattr(W, "get") else W
-                return maxcut_problem(W, name=f"{suite}{k}"), lambda result: dict(edges=W.nnz // 2)
+                    return _maxcut(graphs.rgg_graph(k, seed=0, device=device), f"{suite}{k}")
+                return _maxcut(graphs.delaunay_graph(k, seed=0), f"{suite}{k}")
             return build
         return [Instance(f"{suite}_2^{k}", builder(k), PAPER_H100_SECONDS[suite].get(k), _LARGE_MAXCUT)
                 for k in (int(v) for v in names.split(","))]
@@ -97,11 +97,7 @@ def _graph_family(suite: str):
 
 def _sparse(names: str, device: str) -> list[Instance]:
     def builder(n):
-        def build():
-            W = graphs.random_regular_like(n, 4, seed=1, device=device)
-            W = W.get() if hasattr(W, "get") else W
-            return maxcut_problem(W, name=f"sparse{n}"), lambda result: dict(edges=W.nnz // 2)
-        return build
+        return lambda: _maxcut(graphs.random_regular_like(n, 4, seed=1, device=device), f"sparse{n}")
     sizes = [int(float(v)) for v in names.split(",")]
     return [Instance(f"sparse_{n:.0e}", builder(n), None, _LARGE_MAXCUT) for n in sizes]
 
@@ -129,10 +125,11 @@ def _sdplib(names: str, device: str) -> list[Instance]:
             paths = sorted(folder.glob(f"{name}.dat-s*"))
             if not paths:
                 raise FileNotFoundError(f"no {name}.dat-s[.xz|.gz] in {folder}")
-            return read_sdpa(paths[0]), _with_reference(datasets.sdplib_optimum(folder, name))
+            return read_sdpa(paths[0]), _no_extra
         return build
     return [Instance(name, builder(name), None, _SMALL_MAXCUT if name.startswith(("mcp", "maxG")) else
-                     dict(reopt_level=0)) for name in names.split(",")]
+                     dict(reopt_level=0), reference=datasets.sdplib_optimum(folder, name))
+            for name in names.split(",")]
 
 
 SUITES = {"gset": _gset, "rgg": _graph_family("rgg"), "delaunay": _graph_family("delaunay"), "sparse": _sparse,
