@@ -6,27 +6,30 @@ indices) or, with ``device="gpu"``, as a ``cupyx.scipy.sparse.csr_matrix`` holdi
 random numbers are always drawn on the CPU with ``numpy.random.default_rng(seed)``; only the bookkeeping
 moves to the GPU).
 
-Recipes:
+Recipes (the points of the geometric graphs are numbered along a Z-order curve, ``spatial_order``: the DIMACS10
+files the paper solved are numbered with locality too (SuiteSparse delaunay_n13: median |i - j| over the edges
+20, against 2417 for a random numbering), and the numbering decides how well the solver's gathers of factor rows
+hit the caches, so a random numbering would benchmark a harder problem than the paper's):
 
-- ``delaunay_graph(k, seed)``: the Delaunay triangulation of n = 2^k points drawn uniformly in the unit
-  square (``rng.random((n, 2))``), computed by Qhull (``scipy.spatial.Delaunay``); the edges are the
-  three sides of every triangle, deduplicated (each interior edge belongs to two triangles). A planar
-  triangulation has exactly 3n - 3 - h edges, h the number of points on the convex hull, so the average
-  degree is just under 6. CPU only. Measured on a 2-core development VM (2026-11-22, ``python
+- ``delaunay_graph(k, seed)``: the Delaunay triangulation of n = 2^k points drawn uniformly in the unit square
+  (``rng.random((n, 2))``, renumbered by ``spatial_order``), computed by Qhull (``scipy.spatial.Delaunay``);
+  the edges are the three sides of every triangle, deduplicated (each interior edge belongs to two triangles).
+  A planar triangulation has exactly 3n - 3 - h edges, h the number of points on the convex hull, so the
+  average degree is just under 6. CPU only. Measured on a 2-core development VM (2026-11-22, ``python
   benchmarks/graphs.py 14 16 18 20``): k = 14: 0.4 s, k = 16: 0.9 s, k = 18: 2.7 s, k = 20: 17.5 s; Qhull
   grows a little faster than linearly, so expect k = 22 in ~1.5 min and k = 24 in ~7 min (not run).
 - ``rgg_graph(k, seed)``: the random geometric graph on n = 2^k points drawn uniformly in the unit square
-  (``rng.random((n, 2))``), an edge between i != j when ``dx*dx + dy*dy <= radius*radius`` with
-  ``radius = 0.55 * sqrt(ln n / n)`` (the DIMACS10 rgg_n_2_k recipe; expected degree about
-  0.95 ln n). The neighbour search bins the points into a g x g grid of cells of side 1/g >= radius, sorts
-  them by cell, and for each point visits only its own cell (later points only) and the four cells
+  (``rng.random((n, 2))``, renumbered by ``spatial_order``), an edge between i != j when ``dx*dx + dy*dy <=
+  radius*radius`` with ``radius = 0.55 * sqrt(ln n / n)`` (the DIMACS10 rgg_n_2_k recipe; expected degree
+  about 0.95 ln n). The neighbour search bins the points into a g x g grid of cells of side 1/g >= radius,
+  sorts them by cell, and for each point visits only its own cell (later points only) and the four cells
   (1,-1), (1,0), (1,1), (0,1) to the "east"/"north", so every pair within the radius is examined exactly once:
   O(n + candidates) = O(n + edges) time and memory, processed in chunks of points to bound temporaries.
-  ``random_geometric_graph(points, radius)`` is the same on any given points. ``device="gpu"`` runs the
-  same vectorised code with CuPy (same points, same floating-point comparison, hence the same edges).
-  Measured: CPU (2-core VM) k = 20: 2.6 s (6.9M edges; DIMACS10 rgg_n_2_20_s0 has 6.89M), k = 22: 13 s,
-  k = 23: 28 s and 4.7 GB peak memory, so k = 24 needs about 1 min and 10 GB; GPU (H100) k = 22: 0.14 s,
-  k = 24: 0.7 s (132.5M edges; DIMACS10 rgg_n_2_24_s0 has 132.6M).
+  ``random_geometric_graph(points, radius)`` is the same on any given points. ``device="gpu"`` runs the same
+  vectorised code with CuPy (same points, same floating-point comparison, hence the same edges). Measured: CPU
+  (2-core VM) k = 20: 2.6 s (6.9M edges; DIMACS10 rgg_n_2_20_s0 has 6.89M), k = 22: 13 s, k = 23: 28 s and 4.7
+  GB peak memory, so k = 24 needs about 1 min and 10 GB; GPU (H100) k = 22: 0.14 s, k = 24: 0.7 s (132.5M
+  edges; DIMACS10 rgg_n_2_24_s0 has 132.6M).
 - ``random_regular_like(n, degree, seed)``: every vertex draws ``degree // 2`` partners uniformly at random
   (self loops dropped, repeated pairs merged), so the average degree is about ``degree`` with a Poisson-like
   spread: a quick random graph with no locality, for scaling tests.
@@ -43,7 +46,7 @@ import numpy as np
 import scipy.sparse
 
 __all__ = ["delaunay_graph", "rgg_graph", "rgg_radius", "random_geometric_graph", "random_regular_like",
-           "banded_graph", "edge_list"]
+           "banded_graph", "edge_list", "spatial_order"]
 
 _CHUNK = 1 << 21  # points per pass of the neighbour search (bounds the candidate-pair temporaries)
 
@@ -82,12 +85,28 @@ def _csr_from_pairs(a, b, n: int, xp, *, unique: bool = False):
     return cupyx.scipy.sparse.csr_matrix((xp.ones(cols.size), cols, indptr), shape=(n, n))
 
 
+def spatial_order(points) -> np.ndarray:
+    """The permutation that sorts points of [0, 1)^2 along a Z-order (Morton) curve of a 2^16 x 2^16 grid."""
+    grid = np.minimum((np.asarray(points) * 65536.0).astype(np.uint64), np.uint64(65535))
+
+    def spread(v):  # the 16 bits of v to the even bit positions
+        for shift, mask in ((8, 0x00FF00FF), (4, 0x0F0F0F0F), (2, 0x33333333), (1, 0x55555555)):
+            v = (v | (v << np.uint64(shift))) & np.uint64(mask)
+        return v
+
+    return np.argsort(spread(grid[:, 0]) | (spread(grid[:, 1]) << np.uint64(1)), kind="stable")
+
+
+def _uniform_points(n: int, seed: int) -> np.ndarray:
+    points = np.random.default_rng(seed).random((n, 2))
+    return points[spatial_order(points)]
+
+
 def delaunay_graph(k: int, seed: int = 0):
     """Delaunay triangulation of 2^k uniform random points in the unit square (CPU, scipy's Qhull)."""
     from scipy.spatial import Delaunay
     n = 1 << k
-    points = np.random.default_rng(seed).random((n, 2))
-    tri = Delaunay(points).simplices
+    tri = Delaunay(_uniform_points(n, seed)).simplices
     a = np.concatenate([tri[:, 0], tri[:, 1], tri[:, 2]])
     b = np.concatenate([tri[:, 1], tri[:, 2], tri[:, 0]])
     del tri
@@ -102,8 +121,7 @@ def rgg_radius(n: int) -> float:
 def rgg_graph(k: int, seed: int = 0, *, device: str = "cpu"):
     """Random geometric graph on 2^k uniform points of the unit square, radius 0.55 sqrt(ln n / n)."""
     n = 1 << k
-    points = np.random.default_rng(seed).random((n, 2))
-    return random_geometric_graph(points, rgg_radius(n), device=device)
+    return random_geometric_graph(_uniform_points(n, seed), rgg_radius(n), device=device)
 
 
 def random_geometric_graph(points, radius: float, *, device: str = "cpu"):

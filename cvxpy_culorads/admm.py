@@ -69,6 +69,7 @@ class ADMMPhase:
         self.op, self.state, self.settings, self.norms = op, state, settings, norms
         self.backend = op.backend
         self.xp = op.backend.xp
+        self.kernels = op.kernels
         self.max_sweeps = max_sweeps
         self.reopt = reopt
         self.rho_max = rho_max
@@ -80,15 +81,15 @@ class ADMMPhase:
         self.V = state.R.copy()
         self.restarts = 0
 
-    def _solve_factor(self, cost, fixed, start, tol, check_every):
+    def _solve_factor(self, shift, fixed, start, tol, check_every):
         """The minimiser over one factor with the other one ``fixed``, by CG from ``start``."""
-        op, rho = self.op, self.state.rho
+        op, st = self.op, self.state
 
         def normal_operator(Z):  # Z -> Z + A*(A(sym(Z F'))) F
             multipliers = op.constraints(op.sample(Z, fixed))
-            return Z + op.adjoint_times(op.adjoint_data(multipliers, 0.0), fixed)
+            return Z + op.adjoint_times(op.adjoint_data(multipliers), fixed)
 
-        rhs = fixed - op.adjoint_times(cost, fixed) / rho
+        rhs = self.kernels.scale_add(op.slack_times(shift, st.c_scale, fixed), -1.0 / st.rho, fixed, 1.0)
         solution, iterations = conjugate_gradient(normal_operator, rhs, start, tol, self.backend, check_every)
         self.cg_iterations += iterations
         return solution
@@ -121,10 +122,10 @@ class ADMMPhase:
         best_gap, since_best_gap = math.inf, 0
         check_every = 4 if self.backend.is_gpu else 1
         for _ in range(self.max_sweeps):
-            cost = op.adjoint_data(-st.lam - st.rho * op.b, st.c_scale)
+            shift = -st.lam - st.rho * op.b  # S = s C + A*(shift)
             cg_tol = max(min((1e-4 if self.reopt else 1e-2) * pinf, 1e-8), 1e-14)
-            self.U = self._solve_factor(cost, self.V, self.U, cg_tol, check_every)
-            self.V = self._solve_factor(cost, self.U, self.V, cg_tol, check_every)
+            self.U = self._solve_factor(shift, self.V, self.U, cg_tol, check_every)
+            self.V = self._solve_factor(shift, self.U, self.V, cg_tol, check_every)
             st.R = 0.5 * (self.U + self.V)
             st.Avals = op.constraints(op.sample(st.R))
             st.objective = float(op.objective(st.R))

@@ -93,6 +93,7 @@ class ALMPhase:
         self.switch = False  # primal infeasibility reached phase1_tol: hand over to phase II
         self.failed = False  # non-finite iterates
         self.G = None
+        self.CR = None  # C R, kept up to date along the steps
         self.eta = math.inf
 
     # ------------------------------------------------------------------ the loop
@@ -152,7 +153,8 @@ class ALMPhase:
             D = self.lbfgs.direction(self.G, scalars[LINE_SEARCH_SCALARS:])
             pairs = op.sample_pair(st.R, D)
             AW = op.constraints(pairs)
-            self.kernels.line_search_products(AW, st.Avals, op.b, st.lam, rho, st.R, D, op.objective_times(D),
+            CD = op.objective_times(D)
+            self.kernels.line_search_products(AW, st.Avals, op.b, st.lam, rho, st.R, D, CD,
                                               scalars[:LINE_SEARCH_SCALARS])
             q01, q02, q11, q12, q22, rr, c_rd, c_dd, b_lam, gg, dg = (float(v) for v in self.backend.to_host(scalars))
             if dg < 0 or not self.lbfgs.pairs:
@@ -174,6 +176,7 @@ class ALMPhase:
         if tau < 1e-16:
             return progress, True  # no progress along a descent direction: the subproblem is done
         step = self.kernels.advance(st.R, D, tau, st.Avals, AW)
+        self.kernels.scale_add(self.CR, 1.0, CD, tau)  # C (R + tau D), without a product with C
         st.objective += 2.0 * tau * c_rd + tau * tau * c_dd
         G_old = self.G
         self.G = self._gradient()
@@ -182,19 +185,24 @@ class ALMPhase:
 
     # ------------------------------------------------------------------ helpers
     def _gradient(self):
-        """2 (s C + A*(y)) R with y = -lambda + rho (A(X) - b)."""
+        """2 (s C + A*(y)) R with y = -lambda + rho (A(X) - b), from the running C R."""
         st, op = self.state, self.op
         y = self.kernels.shifted_residual(st.Avals, op.b, st.lam, st.rho)
-        # the factor 2 goes into the matrix values: scaling by 2 is exact, so this is 2 (M R) bit for bit
-        return op.adjoint_times(op.adjoint_data(y, st.c_scale, weight=2.0), st.R)
+        return op.slack_times(y, st.c_scale, st.R, CV=self.CR, weight=2.0)
 
     def _refresh(self) -> None:
-        """Recompute A(X), <C,X> and the gradient from scratch (start, rank change)."""
+        """Recompute A(X), C R, <C,X> and the gradient from scratch (start, rank change)."""
         st, op = self.state, self.op
         st.Avals = op.constraints(op.sample(st.R))
-        st.objective = float(op.objective(st.R))
+        self._refresh_objective()
         self.G = self._gradient()
         self._update_eta()
+
+    def _refresh_objective(self) -> None:
+        """C R and <C, R R'> from scratch: the steps update both incrementally, which lets rounding drift."""
+        st = self.state
+        self.CR = self.op.objective_times(st.R)
+        st.objective = float(self.xp.vdot(st.R, self.CR))
 
     def _update_eta(self) -> None:
         self.eta = float(self.xp.linalg.norm(self.G)) / (1.0 + self.state.c_scale * self.norms.C_inf)
@@ -202,6 +210,7 @@ class ALMPhase:
     def _update_multipliers(self) -> None:
         st = self.state
         st.lam = st.lam - st.rho * (st.Avals - self.op.b)
+        self._refresh_objective()
         self.G = self._gradient()
         self._update_eta()
 

@@ -51,7 +51,7 @@ def relative_gap(primal: float, dual: float) -> float:
 def dual_infeasibility(op, lam, norms: ProblemNorms, accuracy: float, seed: int = 0) -> tuple[float, list[tuple]]:
     """(dual infeasibility, (lambda_min, eigenvector) per PSD block) of the multipliers ``lam``;
     Lanczos stops once its Ritz residual is below ``accuracy``."""
-    slack = op.symmetric(op.adjoint_data(-lam, 1.0))
+    slack = op.slack_matrix(lam)
     pairs = smallest_eigenpairs(slack, op.layout, op.backend, accuracy=accuracy, seed=seed)
     lp = _lp_slacks(slack, op.layout, op.backend)
     violation = sum(max(0.0, -value) for value, _ in pairs) + float(np.maximum(-lp, 0.0).sum())
@@ -69,11 +69,10 @@ def stationary_multipliers(op, R, lam, max_iter: int = 500):
     """
     from .admm import conjugate_gradient  # the phases' CG, on m-vectors here
 
-    CR = op.adjoint_times(op.adjoint_data(op.backend.xp.zeros_like(lam), 1.0), R)
-    rhs = op.constraints(op.sample(CR, R))
+    rhs = op.constraints(op.sample(op.objective_times(R), R))
 
     def normal(y):
-        return op.constraints(op.sample(op.adjoint_times(op.adjoint_data(y, 0.0), R), R))
+        return op.constraints(op.sample(op.adjoint_times(op.adjoint_data(y), R), R))
 
     refined, _ = conjugate_gradient(normal, rhs, lam.copy(), 1e-14, op.backend, max_iter=max_iter)
     return refined

@@ -121,11 +121,13 @@ __global__ void sym_sample_pair_kernel(const I* __restrict__ rows, const I* __re
 // per pass; the group loads B = max(T, UNR) (column, value) pairs of the row at once (PER = B/T per lane),
 // then, UNR entries at a time, broadcasts them with shuffles and issues all UNR*C gathers before the FMAs.
 // A group does RPG consecutive rows one after the other (a block then covers 8*32/T*RPG consecutive rows, which
-// share more of their neighbours' rows in L1 when the matrix has locality).
-template<typename I, typename O, int T, int C, int UNR, int RPG>
+// share more of their neighbours' rows in L1 when the matrix has locality). With ADD the epilogue writes
+// alpha * (A @ V) + beta * W instead (W shaped like out), which saves a pass over both when a sum is wanted.
+template<typename I, typename O, int T, int C, int UNR, int RPG, bool ADD>
 __global__ void csr_matmul_kernel(const I* __restrict__ indptr, const I* __restrict__ indices,
                                   const double* __restrict__ data, const double* __restrict__ V,
-                                  double* __restrict__ out, long long m, int r) {
+                                  double* __restrict__ out, long long m, int r, double alpha, double beta,
+                                  const double* __restrict__ W) {
     constexpr int B = T > UNR ? T : UNR;
     constexpr int PER = B / T;
     const long long group = ((long long)blockIdx.x * blockDim.x + threadIdx.x) / T;
@@ -137,6 +139,7 @@ __global__ void csr_matmul_kernel(const I* __restrict__ indptr, const I* __restr
     if (row >= m) return;  // uniform over the group
     const long long start = indptr[row], end = indptr[row + 1];
     double* __restrict__ orow = out + row * (long long)r;
+    const double* __restrict__ wrow = W + row * (long long)r;  // read only with ADD
     for (int base = 0; base < r; base += T * C) {
         double acc[C];
 #pragma unroll
@@ -175,7 +178,7 @@ __global__ void csr_matmul_kernel(const I* __restrict__ indptr, const I* __restr
 #pragma unroll
         for (int j = 0; j < C; ++j) {
             const int k = base + lane + j * T;
-            if (k < r) orow[k] = acc[j];
+            if (k < r) orow[k] = ADD ? __dadd_rn(__dmul_rn(alpha, acc[j]), __dmul_rn(beta, wrow[k])) : acc[j];
         }
     }
     }
@@ -493,7 +496,7 @@ def sym_sample_pair(rows, cols, R, D, out=None, *, entries=None, wide=None):
     return out
 
 
-def csr_matmul(matrix, V, out=None, *, loads=None, rows=None, wide=None):
+def csr_matmul(matrix, V, out=None, *, alpha=1.0, addend=None, beta=0.0, loads=None, rows=None, wide=None):
     """:meth:`GpuKernels.csr_matmul` with its tuning knobs.
 
     ``loads``: gathers in flight per lane (UNR * C; 1..16); ``rows``: consecutive rows per lane group (1..8);
@@ -507,7 +510,16 @@ def csr_matmul(matrix, V, out=None, *, loads=None, rows=None, wide=None):
         raise ValueError(f"dimension mismatch: matrix is {matrix.shape}, V is {V.shape}")
     r = V2.shape[1]
     out = _check_out(out, (m,) if vector else (m, r))
+    add = addend is not None
+    if add:
+        addend = cupy.asarray(addend)
+        if addend.shape != out.shape or addend.dtype != np.float64 or not addend.flags.c_contiguous:
+            raise ValueError(f"addend must be a C-contiguous float64 array of shape {out.shape}")
     if m == 0 or r == 0:
+        if add:
+            cupy.multiply(addend, beta, out=out)
+        else:
+            out.fill(0.0)
         return out
     indptr, indices, ctype = _index_pair(matrix.indptr, matrix.indices)
     data = cupy.ascontiguousarray(matrix.data, dtype=np.float64)
@@ -516,8 +528,10 @@ def csr_matmul(matrix, V, out=None, *, loads=None, rows=None, wide=None):
     default_loads, default_rows = _csr_defaults(t, c)
     unr = max(1, _check_knob(loads or default_loads, "loads") // c)
     rpg = _check_knob(rows or default_rows, "rows")
-    fn = _kernel(f"csr_matmul_kernel<{ctype}, {_offset_type(ncols, r, wide)}, {t}, {c}, {unr}, {rpg}>")
-    fn(_grid(-(-m // rpg), t), (_BLOCK,), (indptr, indices, data, V2, out, np.int64(m), np.int32(r)))
+    fn = _kernel(f"csr_matmul_kernel<{ctype}, {_offset_type(ncols, r, wide)}, {t}, {c}, {unr}, {rpg}, "
+                 f"{'true' if add else 'false'}>")
+    fn(_grid(-(-m // rpg), t), (_BLOCK,), (indptr, indices, data, V2, out, np.int64(m), np.int32(r),
+                                           np.float64(alpha), np.float64(beta), addend if add else out))
     return out
 
 
@@ -535,9 +549,10 @@ _SHIFTED_RESIDUAL = cupy.ElementwiseKernel(
     "float64 a, float64 b, float64 lam, float64 rho", "float64 y",
     "y = __dsub_rn(__dmul_rn(rho, __dsub_rn(a, b)), lam);", "culorads_shifted_residual")
 _GATHER_VALUES = cupy.ElementwiseKernel(
-    "raw float64 t, raw float64 c, I g, float64 s, float64 weight", "float64 out",
-    "double v = t[g]; if (s != 0.0) v = __dadd_rn(v, __dmul_rn(s, c[g])); out = weight * v;",
-    "culorads_gather_values")
+    "raw float64 t, I g, float64 weight", "float64 out", "out = weight * t[g];", "culorads_gather_values")
+_SCALE_ADD = cupy.ElementwiseKernel(
+    "float64 a, float64 y, float64 b", "float64 x", "x = __dadd_rn(__dmul_rn(a, x), __dmul_rn(b, y));",
+    "culorads_scale_add")
 _CG_STEP = cupy.ElementwiseKernel(
     "raw float64 rr, raw float64 pap, float64 p, float64 ap", "float64 x, float64 r",
     "const double alpha = rr[0] / pap[0];"
@@ -629,9 +644,10 @@ class GpuKernels:
         return sym_sample_pair(rows, cols, R, D, out)
 
     @staticmethod
-    def csr_matmul(matrix, V, out=None):
-        """``matrix @ V`` for a ``cupyx.scipy.sparse.csr_matrix`` and a C-ordered dense V (1-D V gives 1-D)."""
-        return csr_matmul(matrix, V, out)
+    def csr_matmul(matrix, V, out=None, alpha=1.0, addend=None, beta=0.0):
+        """``matrix @ V`` for a ``cupyx.scipy.sparse.csr_matrix`` and a C-ordered dense V (1-D V gives 1-D), or
+        ``alpha * (matrix @ V) + beta * addend`` when an addend is given."""
+        return csr_matmul(matrix, V, out, alpha=alpha, addend=addend, beta=beta)
 
     @staticmethod
     def lbfgs_pair(s, y):
@@ -662,9 +678,15 @@ class GpuKernels:
         return _SHIFTED_RESIDUAL(Avals, b, lam, rho)
 
     @staticmethod
-    def gather_values(t, c, c_scale, gather, weight):
-        """weight * (t + c_scale c)[gather]."""
-        return _GATHER_VALUES(t, c, gather, float(c_scale), float(weight))
+    def gather_values(t, gather, weight):
+        """weight * t[gather]."""
+        return _GATHER_VALUES(t, gather, float(weight))
+
+    @staticmethod
+    def scale_add(x, a, y, b):
+        """x = a x + b y in place (returns x)."""
+        _SCALE_ADD(float(a), y, float(b), x)
+        return x
 
     @staticmethod
     def cg_step(x, r, p, Ap, rr, pAp):

@@ -53,9 +53,13 @@ class CpuKernels:
         return out
 
     @staticmethod
-    def csr_matmul(matrix, V, out=None):
-        """``matrix @ V`` for a SciPy CSR matrix and a C-ordered dense V."""
+    def csr_matmul(matrix, V, out=None, alpha=1.0, addend=None, beta=0.0):
+        """``matrix @ V`` for a SciPy CSR matrix and a C-ordered dense V, or ``alpha * (matrix @ V) + beta *
+        addend`` when an addend is given (one pass on the GPU)."""
         result = matrix @ V
+        if addend is not None:
+            result = alpha * result
+            result += beta * addend
         if out is None:
             return np.ascontiguousarray(result)
         out[...] = result
@@ -116,14 +120,19 @@ class CpuKernels:
         return rho * (Avals - b) - lam
 
     @staticmethod
-    def gather_values(t, c, c_scale, gather, weight):
-        """weight * (t + c_scale c)[gather] (``t`` may be overwritten)."""
-        if c_scale:
-            t += c_scale * c
+    def gather_values(t, gather, weight):
+        """weight * t[gather]."""
         data = np.take(t, gather)
         if weight != 1.0:
             data *= weight
         return data
+
+    @staticmethod
+    def scale_add(x, a, y, b):
+        """x = a x + b y in place (returns x)."""
+        x *= a
+        x += b * y
+        return x
 
     @staticmethod
     def cg_step(x, r, p, Ap, rr, pAp):

@@ -10,16 +10,21 @@ diagonal positions of the nonnegative variables), so the operator is stored as
   weight 2 off the diagonal, so that A(X) = A_fold @ X_{Omega_A} for a symmetric X given by its
   values there (all sparse products go through the row-major CSR kernel of ``kernels.py``: on the
   GPU it avoids cuSPARSE's per-call set-up, which dominates at Gset sizes);
-- ``c_raw`` / ``c_data``: C on Omega / in the symmetric pattern below, so that <C, U V'> = <U, C V>
-  is a sparse product (no sampling on C's positions, which is most of Omega for MaxCut);
-- ``At_raw``: CSR (|Omega| x m), the plain values of the transpose, so that At_raw @ y gives the
-  values of sum_i y_i A_i on Omega;
-- ``S``: the symmetric block-diagonal pattern (both triangles of Omega) and ``S_gather``, the
-  position in Omega of each of its entries, so that (s C + A*(y)) V is one SpMV, one gather and one
-  row-major sparse x dense product.
+- ``C``: the symmetric block-diagonal C in CSR (both triangles, its own pattern, fixed values), so
+  that <C, U V'> = <U, C V> is a sparse product (no sampling on C's positions, which is most of
+  Omega for MaxCut);
+- ``At_raw``: CSR (|Omega_A| x m), the plain values of the transpose, so that At_raw @ y gives the
+  values of sum_i y_i A_i on Omega_A;
+- ``S``: the symmetric pattern of Omega_A (both triangles) and ``S_gather``, the position in
+  Omega_A of each of its entries, so that A*(y) V is one SpMV, one gather and one row-major
+  sparse x dense product over the constraints' positions only.
 
-Memory is O(nnz(A) + nnz(C) + |Omega|), never O(n^2); sym(U V') is only ever formed on Omega_A by
-the sampled-product kernel. The operator knows nothing about phases or stopping rules.
+C and A*(y) are kept apart because the phases need them apart: phase I updates C R along the line
+search (C (R + tau D) = C R + tau C D, and C D is needed for the step anyway), so a step touches C's
+pattern once; the CG of phase II applies A*(.) alone. For MaxCut, where C has all the edges and
+A*(y) is diagonal, a step then reads the edges once instead of three times. Memory is
+O(nnz(A) + nnz(C)), never O(n^2); sym(U V') is only ever formed on Omega_A by the
+sampled-product kernel. The operator knows nothing about phases or stopping rules.
 """
 from __future__ import annotations
 
@@ -55,17 +60,24 @@ class BlockLayout:
         return cls(sizes, offsets, problem.n_lp, int(sum(sizes)), touching)
 
 
-def _csr(backend, rows, cols, vals, shape, index_dtype, presorted=False):
-    """A CSR matrix of the backend from unique coordinates (sorted row-major unless ``presorted``)."""
+def _csr(backend, rows, cols, vals, shape, index_dtype):
+    """A CSR matrix of the backend from unique coordinates (in any order)."""
     xp = backend.xp
-    if not presorted:
-        order = xp.argsort(rows * shape[1] + cols)
-        rows, cols, vals = rows[order], cols[order], vals[order]
+    order = xp.argsort(rows.astype(np.int64) * shape[1] + cols)  # 64-bit keys: n^2 overflows int32
+    rows, cols, vals = rows[order], cols[order], vals[order]
     indptr = xp.searchsorted(rows, xp.arange(shape[0] + 1))
     if max(shape[1], int(indptr[-1])) >= np.iinfo(np.int32).max and backend.is_gpu:
         raise ValueError(f"a sparse operator of shape {shape} with {int(indptr[-1])} nonzeros needs 64-bit "
                          "indices, which cupyx.scipy.sparse does not support")
     return backend.sparse.csr_matrix((vals, cols.astype(index_dtype), indptr.astype(index_dtype)), shape=shape)
+
+
+def _symmetric_csr(backend, rows, cols, vals, n: int, index_dtype):
+    """The symmetric n x n CSR matrix with the lower-triangle entries (rows >= cols) given."""
+    xp = backend.xp
+    off = xp.flatnonzero(rows != cols)
+    return _csr(backend, xp.concatenate([rows, cols[off]]), xp.concatenate([cols, rows[off]]),
+                xp.concatenate([vals, vals[off]]), (n, n), index_dtype)
 
 
 # n_rows x r arrays alive at once in the phases: factor, gradient, direction, L-BFGS pairs, U, V, CG
@@ -75,11 +87,12 @@ FACTOR_ARRAYS = 16
 
 def estimate_device_bytes(problem, layout: BlockLayout, rank: int) -> int:
     """An upper estimate of the device memory a solve needs at the given rank: the operator's build
-    (sorting 64-bit keys over Omega) and arrays, plus the phases' factor arrays."""
-    nnz_A = problem.nnz
-    omega = sum(c[0].size for c in problem.C_coords) + nnz_A + layout.n_lp  # |Omega| at most
-    build = 6 * 8 * omega  # keys, sort buffers, row/col splits
-    operator = 2 * 12 * nnz_A + 3 * 16 * omega  # A_fold and At_raw; S pattern, gather, values, C values
+    (sorting 64-bit keys over a symmetric pattern) or its arrays, plus the phases' factor arrays."""
+    nnz_A = problem.nnz + layout.n_lp
+    c_symmetric = 2 * (sum(c[0].size for c in problem.C_coords) + layout.n_lp)  # entries of C's CSR
+    a_symmetric = 2 * nnz_A  # entries of the pattern of A*(y), at most
+    build = 5 * 8 * max(c_symmetric, a_symmetric)  # keys, sort order, permuted rows, columns, values
+    operator = 12 * c_symmetric + 2 * 12 * nnz_A + 24 * a_symmetric  # C; A_fold, At_raw; S with its gather
     factors = FACTOR_ARRAYS * 8 * layout.n_rows * max(rank, 1)
     return max(build, operator) + factors
 
@@ -121,49 +134,28 @@ class CompressedOperator:
         # The sorting and indexing below run on the backend (on the GPU for large problems); the
         # coordinates are unique per position already (SDPProblem sums duplicates, blocks are disjoint).
         xp = backend.xp
-        c_rows, c_cols, c_vals, a_cons, a_rows, a_cols, a_vals, lp_rows = (
-            xp.asarray(v) for v in (c_rows, c_cols, c_vals, a_cons, a_rows, a_cols, a_vals, lp_rows))
-        # Omega: every position any coefficient touches, plus the diagonal of the LP rows (their
-        # values x_j = r_j^2 are needed even where no constraint uses them, for the objective).
-        omega = xp.unique(xp.concatenate([c_rows * n_rows + c_cols, a_rows * n_rows + a_cols,
-                                          lp_rows * n_rows + lp_rows]))
-        self.N = int(omega.size)
-        omega_rows, omega_cols = omega // n_rows, omega % n_rows
-        del omega
-        key = lambda r, c: r * n_rows + c  # noqa: E731  (position -> its index in omega, below)
-        omega_keys = key(omega_rows, omega_cols)
+        c_rows, c_cols, c_vals, a_cons, a_rows, a_cols, a_vals = (
+            xp.asarray(v) for v in (c_rows, c_cols, c_vals, a_cons, a_rows, a_cols, a_vals))
+        key = lambda r, c: r * n_rows + c  # noqa: E731  (a position's sort key, row-major)
+        idx = self._index_dtype(max(n_rows, 2 * c_vals.size, 2 * a_vals.size))  # symmetric patterns
+        self.C = _symmetric_csr(backend, c_rows, c_cols, c_vals, n_rows, idx)
+        del c_rows, c_cols, c_vals
+
+        # Omega_A, the positions some A_i touches: the only place where sym(U V') is ever sampled.
         a_keys = key(a_rows, a_cols)
-        a_pos = xp.searchsorted(omega_keys, a_keys)
-        c_raw = xp.zeros(self.N)
-        c_raw[xp.searchsorted(omega_keys, key(c_rows, c_cols))] = c_vals
-        # The positions some A_i touches: the only place where sym(U V') is ever sampled (the objective
-        # goes through C V instead, a sparse product that costs the same and needs no sampling).
-        sampled = xp.unique(a_keys)
-        a_sampled = xp.searchsorted(sampled, a_keys)
-        sampled_rows, sampled_cols = sampled // n_rows, sampled % n_rows
-        del omega_keys, a_keys, a_rows, a_cols, c_rows, c_cols, sampled
+        omega = xp.unique(a_keys)
+        a_pos = xp.searchsorted(omega, a_keys)
+        self.rows, self.cols = (omega // n_rows).astype(idx), (omega % n_rows).astype(idx)
+        del a_keys, a_rows, a_cols, omega
+        fold = xp.where(self.rows == self.cols, 1.0, 2.0)
+        self.A_fold = _csr(backend, a_cons, a_pos, a_vals * fold[a_pos], (self.m, self.rows.size), idx)
+        self.At_raw = _csr(backend, a_pos, a_cons, a_vals, (self.rows.size, self.m), idx)
+        del a_cons, a_pos, a_vals, fold
 
-        idx = self._index_dtype(max(n_rows, self.N, a_vals.size))
-        fold = xp.where(sampled_rows == sampled_cols, 1.0, 2.0)
-        self.A_fold = _csr(backend, a_cons, a_sampled, a_vals * fold[a_sampled], (self.m, sampled_rows.size), idx)
-        self.At_raw = _csr(backend, a_pos, a_cons, a_vals, (self.N, self.m), idx)
-        del a_cons, a_pos, a_sampled, a_vals
-
-        # Symmetric pattern of S: each off-diagonal position of Omega appears in both triangles.
-        off = xp.flatnonzero(omega_rows != omega_cols)
-        s_rows = xp.concatenate([omega_rows, omega_cols[off]])
-        s_cols = xp.concatenate([omega_cols, omega_rows[off]])
-        s_gather = xp.concatenate([xp.arange(self.N), off])
-        order = xp.argsort(key(s_rows, s_cols))
-        self.S = _csr(backend, s_rows[order], s_cols[order], xp.zeros(order.size), (n_rows, n_rows), idx,
-                      presorted=True)
-        self.S_gather = s_gather[order].astype(idx)
-        del s_rows, s_cols, s_gather, order
-
-        self.rows = sampled_rows.astype(idx)
-        self.cols = sampled_cols.astype(idx)
-        self.c_raw = c_raw
-        self.c_data = xp.take(c_raw, self.S_gather)
+        # Symmetric pattern of A*(y): each off-diagonal position of Omega_A appears in both triangles.
+        positions = xp.arange(self.rows.size)
+        self.S = _symmetric_csr(backend, self.rows, self.cols, positions.astype(np.float64), n_rows, idx)
+        self.S_gather = self.S.data.astype(idx)  # position in Omega_A of each entry (exact in float64)
         self.b = xp.asarray(problem.b) / self.row_scale
 
     @staticmethod
@@ -187,25 +179,33 @@ class CompressedOperator:
         """A(X) for X given by :meth:`sample` (a vector, or an N x k block of such vectors)."""
         return self.kernels.csr_matmul(self.A_fold, w)
 
-    def objective_times(self, V):
+    def objective_times(self, V, out=None):
         """C V."""
-        return self.adjoint_times(self.c_data, V)
+        return self.kernels.csr_matmul(self.C, V, out=out)
 
     def objective(self, R):
         """<C, R R'> = <R, C R> (a device scalar)."""
         return self.backend.xp.vdot(R, self.objective_times(R))
 
     # ------------------------------------------------------------------ adjoint
-    def adjoint_data(self, y, c_scale, weight=1.0):
-        """The CSR values of weight * (c_scale * C + A*(y)) in the symmetric pattern of ``S``."""
-        return self.kernels.gather_values(self.kernels.csr_matmul(self.At_raw, y), self.c_raw, c_scale,
-                                          self.S_gather, weight)
+    def adjoint_data(self, y, weight=1.0):
+        """The CSR values of weight * A*(y) in the symmetric pattern ``S`` of the constraints' positions."""
+        return self.kernels.gather_values(self.kernels.csr_matmul(self.At_raw, y), self.S_gather, weight)
 
-    def symmetric(self, data):
-        """The block-diagonal symmetric matrix with CSR values ``data`` (shares the pattern of ``S``)."""
+    def adjoint_times(self, data, V, out=None, **combine):
+        """A*(y) V for the CSR values ``data`` of A*(y) (from :meth:`adjoint_data`); ``combine`` passes
+        ``alpha``, ``addend``, ``beta`` on to the kernel for alpha A*(y) V + beta addend."""
         self.S.data = data
-        return self.S
+        return self.kernels.csr_matmul(self.S, V, out=out, **combine)
 
-    def adjoint_times(self, data, V, out=None):
-        """``M @ V`` for the symmetric matrix M with CSR values ``data`` (from :meth:`adjoint_data`)."""
-        return self.kernels.csr_matmul(self.symmetric(data), V, out=out)
+    def slack_times(self, y, c_scale, V, CV=None, weight=1.0):
+        """weight * (c_scale C + A*(y)) V; ``CV`` is C V when the caller has it already."""
+        if CV is None:
+            CV = self.objective_times(V)
+        return self.adjoint_times(self.adjoint_data(y), V, alpha=weight, addend=CV, beta=weight * c_scale)
+
+    def slack_matrix(self, lam, c_scale=1.0):
+        """c_scale C - A*(lam) as an explicit symmetric block-diagonal CSR matrix (for the eigensolvers)."""
+        self.S.data = self.adjoint_data(lam, weight=-1.0)
+        slack = self.S + self.C * c_scale if c_scale != 1.0 else self.S + self.C
+        return slack.tocsr()

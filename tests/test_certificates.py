@@ -22,7 +22,7 @@ def test_lanczos_and_dense_blocks_match_eigvalsh(device):
     problem = SDPProblem(np.ones(1), blocks, [([0], [0], [0], [1.0]), None, None], block_sizes=[big, small, small])
     backend = select_backend(device)
     op = CompressedOperator(problem, backend)
-    matrix = op.symmetric(op.adjoint_data(backend.xp.zeros(1), 1.0))
+    matrix = op.slack_matrix(backend.xp.zeros(1))
     pairs = smallest_eigenpairs(matrix, op.layout, backend, accuracy=1e-9)
     want = [np.linalg.eigvalsh(B.toarray())[0] for B in blocks]
     assert np.allclose([value for value, _ in pairs], want, rtol=1e-7, atol=1e-7)

@@ -129,6 +129,11 @@ def test_csr_matmul(m, n, density, r):
     assert got is out
     assert _rel(got, ref) <= RTOL
     assert _rel(GpuKernels.csr_matmul(G, cp.asarray(V)), ref) <= RTOL
+    W = rng.standard_normal((m, r))
+    combined = CpuKernels.csr_matmul(A, V, alpha=-0.5, addend=W, beta=3.0)
+    assert np.allclose(combined, -0.5 * (A @ V) + 3.0 * W)
+    got = GpuKernels.csr_matmul(G, cp.asarray(V), out=_poison((m, r)), alpha=-0.5, addend=cp.asarray(W), beta=3.0)
+    assert _rel(got, combined) <= RTOL
 
 
 @pytest.mark.parametrize("r", [1, 3, 8, 17, 32, 64, 100])
@@ -303,10 +308,14 @@ def test_elementwise_updates_are_bitwise_the_numpy_formulas():
     b, lam = rng.standard_normal(9), rng.standard_normal(9)
     assert np.array_equal(cp.asnumpy(GpuKernels.shifted_residual(gA, cp.asarray(b), cp.asarray(lam), 3.3)),
                           CpuKernels.shifted_residual(Avals, b, lam, 3.3))
-    t, c, gather = rng.standard_normal(20), rng.standard_normal(20), rng.integers(0, 20, 45).astype(np.int32)
-    for scale, weight in ((0.0, 1.0), (1.7, 2.0)):
-        got = GpuKernels.gather_values(cp.asarray(t), cp.asarray(c), scale, cp.asarray(gather), weight)
-        assert np.array_equal(cp.asnumpy(got), CpuKernels.gather_values(t.copy(), c, scale, gather, weight))
+    t, gather = rng.standard_normal(20), rng.integers(0, 20, 45).astype(np.int32)
+    for weight in (1.0, -2.0):
+        got = GpuKernels.gather_values(cp.asarray(t), cp.asarray(gather), weight)
+        assert np.array_equal(cp.asnumpy(got), CpuKernels.gather_values(t, gather, weight))
+    x, y = rng.standard_normal((30, 3)), rng.standard_normal((30, 3))
+    gx = cp.asarray(x)
+    GpuKernels.scale_add(gx, -0.3, cp.asarray(y), 2.7)
+    assert np.array_equal(cp.asnumpy(gx), CpuKernels.scale_add(x, -0.3, y, 2.7))
     x, r, p, Ap = (rng.standard_normal((30, 3)) for _ in range(4))
     gx, gr, gp = cp.asarray(x), cp.asarray(r), cp.asarray(p)
     rr, pAp, rr_new = np.float64(2.5), np.float64(1.3), np.float64(0.4)

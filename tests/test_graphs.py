@@ -92,6 +92,19 @@ def test_delaunay_edge_count(k):
     assert A.indices.dtype == np.int32
 
 
+def test_geometric_graphs_are_numbered_with_locality():
+    # like the DIMACS10 files the paper used: most edges join vertices with nearby numbers
+    n = 1 << 12
+    for A in (graphs.rgg_graph(12, seed=0), graphs.delaunay_graph(12, seed=0)):
+        i, j = graphs.edge_list(A)
+        assert np.median(j - i) < 0.02 * n
+    points = np.random.default_rng(0).random((1000, 2))
+    order = graphs.spatial_order(points)
+    assert sorted(order) == list(range(1000))
+    steps = np.linalg.norm(np.diff(points[order], axis=0), axis=1)
+    assert np.median(steps) < 0.1 * np.median(np.linalg.norm(np.diff(points, axis=0), axis=1))
+
+
 @pytest.mark.parametrize("maker", ["random", "banded"])
 def test_random_graphs(maker):
     n, degree = 20000, 10

@@ -1,4 +1,4 @@
-"""The compressed operator against dense references: A(UV'), <C, UV'>, (sC + A*(y)) V."""
+"""The compressed operator against dense references: A(UV'), <C, UV'>, (sC + A*(y)) V, sC - A*(y)."""
 import numpy as np
 import pytest
 
@@ -46,5 +46,29 @@ def test_operator_matches_dense(device):
 
     y, scale = rng.standard_normal(problem.m), 2.5
     M = scale * Cs + np.einsum("i,ijk->jk", y, As)
-    got = backend.to_host(op.adjoint_times(op.adjoint_data(xp.asarray(y), scale), xp.asarray(V)))
+    got = backend.to_host(op.slack_times(xp.asarray(y), scale, xp.asarray(V)))
     assert np.allclose(got, M @ V, rtol=1e-12, atol=1e-12)
+    got = backend.to_host(op.slack_times(xp.asarray(y), scale, xp.asarray(V), CV=xp.asarray(Cs @ V), weight=2.0))
+    assert np.allclose(got, 2.0 * M @ V, rtol=1e-12, atol=1e-12)
+    A_y = np.einsum("i,ijk->jk", y, As)
+    got = backend.to_host(op.adjoint_times(op.adjoint_data(xp.asarray(y)), xp.asarray(V)))
+    assert np.allclose(got, A_y @ V, rtol=1e-12, atol=1e-12)
+    slack = op.slack_matrix(xp.asarray(y), c_scale=scale)
+    assert np.allclose(slack.toarray().get() if backend.is_gpu else slack.toarray(), M - 2 * A_y, atol=1e-12)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_operator_beyond_32_bit_position_keys(device):
+    # n^2 > 2^31: sorting positions by row * n + col must not overflow the 32-bit row indices
+    import scipy.sparse as sp
+    from cvxpy_culorads.models import maxcut_problem
+    n = 50_000
+    path = sp.diags([np.ones(n - 1)], [1], shape=(n, n))
+    problem = maxcut_problem(path + path.T)
+    backend = select_backend(device)
+    op = CompressedOperator(problem, backend)
+    rng = np.random.default_rng(1)
+    R, y = rng.standard_normal((n, 2)), rng.standard_normal(n)
+    C = problem.objective_matrix(0)
+    got = backend.to_host(op.slack_times(backend.xp.asarray(y), 1.0, backend.xp.asarray(R)))
+    assert np.allclose(got, C @ R + y[:, None] * R, rtol=1e-12, atol=1e-12)
