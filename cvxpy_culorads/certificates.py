@@ -48,11 +48,13 @@ def relative_gap(primal: float, dual: float) -> float:
     return abs(primal - dual) / (1.0 + abs(primal) + abs(dual))
 
 
-def dual_infeasibility(op, lam, norms: ProblemNorms, accuracy: float, seed: int = 0) -> tuple[float, list[tuple]]:
+def dual_infeasibility(op, lam, norms: ProblemNorms, accuracy: float, seed: int = 0,
+                       guesses=None) -> tuple[float, list[tuple]]:
     """(dual infeasibility, (lambda_min, eigenvector) per PSD block) of the multipliers ``lam``;
-    Lanczos stops once its Ritz residual is below ``accuracy``."""
+    Lanczos stops once its Ritz residual is below ``accuracy``; ``guesses`` are start vectors per block
+    (the eigenvectors of a nearby slack, e.g. of the previous evaluation), or None."""
     slack = op.slack_matrix(lam)
-    pairs = smallest_eigenpairs(slack, op.layout, op.backend, accuracy=accuracy, seed=seed)
+    pairs = smallest_eigenpairs(slack, op.layout, op.backend, accuracy=accuracy, seed=seed, guesses=guesses)
     lp = _lp_slacks(slack, op.layout, op.backend)
     violation = sum(max(0.0, -value) for value, _ in pairs) + float(np.maximum(-lp, 0.0).sum())
     return violation / (1.0 + norms.C_1), pairs
@@ -85,8 +87,9 @@ def _lp_slacks(slack, layout, backend) -> np.ndarray:
     return backend.to_host(slack[layout.lp_offset:, layout.lp_offset:].diagonal())
 
 
-def smallest_eigenpairs(matrix, layout, backend, accuracy: float, seed: int = 0) -> list[tuple]:
-    """(lambda_min, unit eigenvector as a device array) of each PSD block of the block-diagonal ``matrix``."""
+def smallest_eigenpairs(matrix, layout, backend, accuracy: float, seed: int = 0, guesses=None) -> list[tuple]:
+    """(lambda_min, unit eigenvector as a device array) of each PSD block of the block-diagonal ``matrix``;
+    ``guesses``: an optional start vector (or None) per block for the iterative solver."""
     xp = backend.xp
     result: dict[int, tuple] = {}
     by_size: dict[int, list[int]] = {}
@@ -94,7 +97,8 @@ def smallest_eigenpairs(matrix, layout, backend, accuracy: float, seed: int = 0)
         if n <= DENSE_LIMIT:
             by_size.setdefault(n, []).append(k)
         else:
-            result[k] = _lanczos_smallest(_block(matrix, layout, k), n, backend, accuracy, seed)
+            guess = guesses[k] if guesses is not None else None
+            result[k] = _lanczos_smallest(_block(matrix, layout, k), n, backend, accuracy, seed, guess)
     for n, ks in by_size.items():
         values, vectors = xp.linalg.eigh(xp.stack([_block(matrix, layout, k).toarray() for k in ks]))
         mins = backend.to_host(values[:, 0])
@@ -107,9 +111,15 @@ def _block(matrix, layout, k: int):
     return matrix[start:stop, start:stop]
 
 
-def _lanczos_smallest(matrix, n: int, backend, accuracy: float, seed: int, steps: int = 60,
+# weight of the random part of a warm start: enough that the start is in no invariant subspace of the new
+# matrix (a breakdown there would hide the smallest eigenvalue), small enough to keep the guess's head start
+GUESS_NOISE = 1e-3
+
+
+def _lanczos_smallest(matrix, n: int, backend, accuracy: float, seed: int, guess=None, steps: int = 60,
                       cycles: int = 40) -> tuple:
-    """(smallest eigenvalue, its Ritz vector) of a symmetric sparse ``matrix`` by restarted Lanczos.
+    """(smallest eigenvalue, its Ritz vector) of a symmetric sparse ``matrix`` by restarted Lanczos,
+    from ``guess`` (plus a little noise) when given, else from a random vector.
 
     Each cycle builds an orthonormal Krylov basis of ``steps`` vectors (full reorthogonalisation,
     so no spurious copies), restarts from the Ritz vector of the smallest Ritz value, and stops once
@@ -121,6 +131,9 @@ def _lanczos_smallest(matrix, n: int, backend, accuracy: float, seed: int, steps
     steps = min(steps, n)
     v = xp.asarray(np.random.default_rng(seed).standard_normal(n))
     v /= xp.linalg.norm(v)
+    if guess is not None:
+        v = guess / xp.linalg.norm(guess) + GUESS_NOISE * v
+        v /= xp.linalg.norm(v)
     theta = np.inf
     for _ in range(cycles):
         basis = xp.empty((steps, n))

@@ -78,6 +78,7 @@ class _Run:
         self.inner_iterations = 0
         self.log: list = []
         self._last_print = -math.inf
+        self._eigenvectors = None  # of the dual slack at the last evaluation, the warm start of the next
         self.state = self._initial_state(initial)
 
     def elapsed(self) -> float:
@@ -148,7 +149,9 @@ class _Run:
         # for the strict test, on the ||C||_1 scale of the reported dual infeasibility otherwise)
         scale = self.norms.C_inf if self.uses_strict_test else self.norms.C_1
         accuracy = 0.1 * self.settings.tol * (1.0 + scale)
-        dinf, pairs = dual_infeasibility(op, lam, self.norms, accuracy, seed=self.settings.seed)
+        dinf, pairs = dual_infeasibility(op, lam, self.norms, accuracy, seed=self.settings.seed,
+                                         guesses=self._eigenvectors)
+        self._eigenvectors = [vector for _, vector in pairs]  # the next evaluation's slack is a nearby one
         errors = {"primal_infeasibility": primal_infeasibility(residual, self.norms),
                   "dual_infeasibility": dinf, "gap": relative_gap(primal, dual)}
         return _Evaluation(primal, dual, errors, pairs)

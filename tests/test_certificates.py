@@ -44,3 +44,21 @@ def test_dual_infeasibility_of_a_known_multiplier():
     assert value == pytest.approx((2.0 + 4.0) / (1.0 + norms.C_1))
     value, _ = dual_infeasibility(op, np.array([-1.5]), norms, accuracy=1e-10)
     assert value == 0.0
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_lanczos_from_a_misleading_guess_still_finds_the_smallest_eigenvalue(device):
+    # a start vector that is exactly an eigenvector of a larger eigenvalue spans an invariant subspace; the
+    # noise added to guesses keeps Lanczos from stopping there
+    n = DENSE_LIMIT + 100
+    values = np.linspace(-1.0, 5.0, n)
+    matrix = sp.diags(values).tocsr()
+    problem = SDPProblem(np.ones(1), [matrix], [([0], [0], [0], [1.0])], block_sizes=[n])
+    backend = select_backend(device)
+    op = CompressedOperator(problem, backend)
+    slack = op.slack_matrix(backend.xp.zeros(1))
+    misleading = np.zeros(n)
+    misleading[n // 2] = 1.0
+    for guess in (misleading, np.eye(n)[0]):
+        (value, _), = smallest_eigenpairs(slack, op.layout, backend, accuracy=1e-9, guesses=[backend.xp.asarray(guess)])
+        assert value == pytest.approx(-1.0, abs=1e-7)
