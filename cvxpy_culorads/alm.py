@@ -11,8 +11,9 @@ ends when the gradient certificate eta = ||grad L||_F / (1 + s ||C||_inf) falls 
 then lambda <- lambda - rho (A(X) - b). Subproblems repeat at fixed rho until one is easy (few
 steps) or the smoothed certificate keeps moving, then rho doubles; a run of hard subproblems grows
 every rank by a factor (the "dynamic rank" of LoRADS). The phase is a generator of ``Progress``
-rows, one per L-BFGS step, so the driver owns the loop (time limits, logging); it ends when the primal infeasibility reaches ``phase1_tol`` (the switch to ADMM), or when its
-outer-iteration budget is spent.
+rows, one per L-BFGS step, so the driver owns the loop (time limits, logging); it ends at the switch to
+ADMM (the primal infeasibility reaches ``phase1_tol``, or it and the gap reach ``phase1_tol`` / 1000), or
+when its outer-iteration budget is spent.
 """
 from __future__ import annotations
 
@@ -166,7 +167,7 @@ class ALMPhase:
         if not (progress.finite and math.isfinite(gg)):
             self.failed = True
             return progress, True
-        if self.switch_when_feasible and progress.primal_infeasibility_inf <= self.settings.phase1_tol:
+        if self.switch_when_feasible and self._ready_for_phase_two(progress):
             self.switch = True
             return progress, True
         if self.eta <= 0.1 / rho:
@@ -184,6 +185,14 @@ class ALMPhase:
         return progress, False
 
     # ------------------------------------------------------------------ helpers
+    def _ready_for_phase_two(self, progress: Progress) -> bool:
+        """LoRADS's two exits to phase II: ||A(X) - b||_2 / (1 + ||b||_inf) <= phase1_tol, or both the gap and
+        ||A(X) - b||_2 / (1 + ||b||_1) <= phase1_tol / 1000. With the large-MaxCut tuning (phase1_tol 10) the
+        second fires long before the first, whose threshold does not grow with the number of constraints."""
+        tol = self.settings.phase1_tol
+        return progress.primal_infeasibility_inf <= tol or (
+            progress.gap <= 1e-3 * tol and progress.primal_infeasibility <= 1e-3 * tol)
+
     def _gradient(self):
         """2 (s C + A*(y)) R with y = -lambda + rho (A(X) - b), from the running C R."""
         st, op = self.state, self.op
