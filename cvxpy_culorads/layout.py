@@ -1,10 +1,10 @@
-"""The column-compressed constraint operator: A(U V'), A*(y) V and <C, U V'> on a device.
+"""The column-compressed constraint operator: A(U V'), A*(y) V, C V and the dual slack on a device.
 
 All PSD blocks and the nonnegative variables are stacked into one row space: block k owns rows
 [offset_k, offset_k + n_k), and each nonnegative variable x_j owns one row whose factor is a
 scalar (x_j = r_j^2 is a 1 x 1 PSD block of rank one). Every matrix the solver touches is then
-supported on Omega, the union of the lower-triangular positions of C and of all A_i (plus the
-diagonal positions of the nonnegative variables), so the operator is stored as
+block diagonal in that space and supported on the positions of C or of some A_i (the nonnegative
+variables on the diagonal), so the operator is stored as
 
 - ``A_fold``: CSR (m x |Omega_A|) over the positions Omega_A some A_i touches, entries of A_i with
   weight 2 off the diagonal, so that A(X) = A_fold @ X_{Omega_A} for a symmetric X given by its
