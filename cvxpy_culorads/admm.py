@@ -32,7 +32,7 @@ RHO_CEILING_FACTOR = 200.0  # hard ceiling on rho: 200 * rho_max
 DIVERGENCE_FACTOR = 100.0  # infeasibility growth over its value at the start that triggers a restart
 RESTART_RHO_FACTOR, MAX_RESTARTS = 4.0, 6
 GAP_PATIENCE = 200  # feasible sweeps without a new best gap after which the phase stops
-CG_MAX_ITER, CG_RESTART = 800, 20
+CG_MAX_ITER, CG_RESTART = 800, 200  # a restart discards the Krylov space: every 20 iterations doubled the count
 
 
 def conjugate_gradient(apply, rhs, x, tol: float, backend, check_every: int = 1, max_iter: int = CG_MAX_ITER):
