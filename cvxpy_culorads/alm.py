@@ -91,7 +91,7 @@ class ALMPhase:
         self.kernels = op.kernels
         self.lbfgs = LBFGS(self.kernels, settings.lbfgs_memory)
         self.steps = 0
-        self.switch = False  # primal infeasibility reached phase1_tol: hand over to phase II
+        self.switch = False  # a phase-I exit test passed (_ready_for_phase_two): hand over to phase II
         self.failed = False  # non-finite iterates
         self.G = None
         self.CR = None  # C R, kept up to date along the steps

@@ -131,7 +131,7 @@ def _lanczos_smallest(matrix, n: int, backend, accuracy: float, seed: int, guess
     steps = min(steps, n)
     v = xp.asarray(np.random.default_rng(seed).standard_normal(n))
     v /= xp.linalg.norm(v)
-    if guess is not None:
+    if guess is not None and bool(xp.isfinite(guess).all()) and float(xp.linalg.norm(guess)) > 0.0:
         v = guess / xp.linalg.norm(guess) + GUESS_NOISE * v
         v /= xp.linalg.norm(v)
     theta = np.inf

@@ -59,6 +59,6 @@ def test_lanczos_from_a_misleading_guess_still_finds_the_smallest_eigenvalue(dev
     slack = op.slack_matrix(backend.xp.zeros(1))
     misleading = np.zeros(n)
     misleading[n // 2] = 1.0
-    for guess in (misleading, np.eye(n)[0]):
+    for guess in (misleading, np.eye(n)[0], np.full(n, np.nan), np.zeros(n)):  # unusable guesses are ignored
         (value, _), = smallest_eigenpairs(slack, op.layout, backend, accuracy=1e-9, guesses=[backend.xp.asarray(guess)])
         assert value == pytest.approx(-1.0, abs=1e-7)
