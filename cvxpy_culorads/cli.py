@@ -74,6 +74,8 @@ def _report(problem: SDPProblem, result: Result, cut: float | None) -> dict:
         "iterations": {name: int(value) for name, value in result.iterations.items()},
         "ranks": [int(rank) for rank in result.ranks],
         "solve_time": float(result.solve_time),
+        "setup_time": float(result.setup_time),
+        "stage_times": {name: float(value) for name, value in result.stage_times.items()},
         "device": result.device,
         "n": int(sum(problem.block_sizes) + problem.n_lp),
         "m": problem.m,
@@ -96,7 +98,8 @@ def _print_summary(report: dict, maxcut: bool) -> None:
         f"{errors['dual_infeasibility']:.2e}, gap {errors['gap']:.2e}",
         f"ranks              {report['ranks']}",
         f"iterations         {', '.join(f'{k} {v}' for k, v in report['iterations'].items())}",
-        f"time               {report['solve_time']:.3f} s on {report['device']}",
+        f"time               {report['solve_time']:.3f} s on {report['device']} (setup {report['setup_time']:.3f} s, "
+        + ", ".join(f"{k} {v:.3f} s" for k, v in report["stage_times"].items()) + ")",
     ]
     if "cut_value" in report:
         lines.append(f"rounded cut        {report['cut_value']:.10g} (Goemans-Williamson)")

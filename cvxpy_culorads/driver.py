@@ -79,6 +79,7 @@ class _Run:
         self.log: list = []
         self._last_print = -math.inf
         self._eigenvectors = None  # of the dual slack at the last evaluation, the warm start of the next
+        self.stage_times = {"alm": 0.0, "admm": 0.0, "certificates": 0.0}
         self.state = self._initial_state(initial)
 
     def elapsed(self) -> float:
@@ -96,15 +97,27 @@ class _Run:
                            ranks=list(ranks))
 
     # ------------------------------------------------------------------ running phases
-    def run_phase(self, phase) -> None:
-        """Drive a phase's generator, enforcing limits and printing the log."""
-        for progress in phase.run():
-            self.inner_iterations += 1
-            self.record(progress)
-            if self.elapsed() > self.settings.time_limit:
-                raise _Stop(Status.TIME_LIMIT)
-            if self.inner_iterations >= self.settings.max_iter:
-                raise _Stop(Status.ITERATION_LIMIT)
+    def run_phase(self, phase, stage: str) -> None:
+        """Drive a phase's generator, enforcing limits and printing the log; its time counts to ``stage``."""
+        with self.timed(stage):
+            for progress in phase.run():
+                self.inner_iterations += 1
+                self.record(progress)
+                if self.elapsed() > self.settings.time_limit:
+                    raise _Stop(Status.TIME_LIMIT)
+                if self.inner_iterations >= self.settings.max_iter:
+                    raise _Stop(Status.ITERATION_LIMIT)
+
+    @contextlib.contextmanager
+    def timed(self, stage: str):
+        """Add the wall time of the block to ``stage_times[stage]`` (the device is synchronised at the end, so
+        queued GPU work counts where it was launched)."""
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.backend.synchronize()
+            self.stage_times[stage] += time.perf_counter() - start
 
     def record(self, progress, force: bool = False) -> None:
         self.log.append(progress)
@@ -248,13 +261,14 @@ class _Snapshot:
         """The current point, with the stationary multipliers when they are better than the iterated ones
         (and then the iterations continue from them)."""
         st = run.state
-        lam, measures = st.lam / st.c_scale, run.primal_measures()
-        evaluation = run.evaluate(lam, measures)
-        if evaluation.errors["dual_infeasibility"] > run.settings.tol and math.isfinite(evaluation.worst):
-            refined = stationary_multipliers(run.op, st.R, lam)
-            candidate = run.evaluate(refined, measures)
-            if candidate.worst < evaluation.worst:
-                evaluation, st.lam = candidate, refined * st.c_scale
+        with run.timed("certificates"):
+            lam, measures = st.lam / st.c_scale, run.primal_measures()
+            evaluation = run.evaluate(lam, measures)
+            if evaluation.errors["dual_infeasibility"] > run.settings.tol and math.isfinite(evaluation.worst):
+                refined = stationary_multipliers(run.op, st.R, lam)
+                candidate = run.evaluate(refined, measures)
+                if candidate.worst < evaluation.worst:
+                    evaluation, st.lam = candidate, refined * st.c_scale
         run.say(f"      errors: pinf {evaluation.errors['primal_infeasibility']:.2e} "
                 f"dinf {evaluation.errors['dual_infeasibility']:.2e} gap {evaluation.errors['gap']:.2e}")
         return cls(st.R.copy(), st.lam.copy(), st.c_scale, list(st.ranks), evaluation)
@@ -281,13 +295,13 @@ def _two_phases(run: _Run) -> None:
     """Phase I until the switch tolerance, then phase II with its first-run exit."""
     alm = ALMPhase(run.op, run.state, run.settings, run.norms, run.max_ranks,
                    outer_budget=run.settings.max_alm_outer)
-    run.run_phase(alm)
+    run.run_phase(alm, "alm")
     if alm.failed:
         raise _Stop(Status.NUMERICAL_ERROR)
     rho_max = _switch_to_admm(run.state, run.settings)
     admm = ADMMPhase(run.op, run.state, run.settings, run.norms, max_sweeps=run.settings.max_admm_iter,
                      reopt=False, rho_max=rho_max)
-    run.run_phase(admm)
+    run.run_phase(admm, "admm")
 
 
 def _escape_directions(run: _Run, evaluation: _Evaluation):
@@ -338,11 +352,11 @@ def _reoptimise(run: _Run) -> None:
     run.say(f"re-optimisation: objective scale {st.c_scale:g}")
     alm = ALMPhase(run.op, st, settings, run.norms, run.max_ranks, outer_budget=REOPT_ALM_OUTER,
                    rho_factor=math.sqrt(2.0), grow_ranks=len(run.op.layout.sizes) <= 10, switch_when_feasible=False)
-    run.run_phase(alm)
+    run.run_phase(alm, "alm")
     rho_max = _switch_to_admm(st, settings)
     admm = ADMMPhase(run.op, st, settings, run.norms, max_sweeps=settings.max_admm_iter, reopt=True,
                      rho_max=rho_max)
-    run.run_phase(admm)
+    run.run_phase(admm, "admm")
 
 
 def _result(run: _Run, best: _Snapshot, stop_status: Status | None) -> Result:
@@ -362,7 +376,7 @@ def _result(run: _Run, best: _Snapshot, stop_status: Status | None) -> Result:
     result = Result(status=status, primal_objective=evaluation.primal_objective,
                     dual_objective=evaluation.dual_objective, errors=dict(evaluation.errors), factors=factors,
                     x_lp=x_lp, dual=dual, iterations=phases, ranks=list(best.ranks), solve_time=run.elapsed(),
-                    setup_time=run.setup_time, min_eigenvalues=[value for value, _ in evaluation.eigenpairs],
+                    setup_time=run.setup_time, stage_times=dict(run.stage_times), min_eigenvalues=[value for value, _ in evaluation.eigenpairs],
                     device=backend.describe(), message=_message(status, settings), log=run.log)
     run.say(result.summary())
     return result

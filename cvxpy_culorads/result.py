@@ -54,6 +54,9 @@ class Result:
     - ``solve_time``: seconds of the whole call; ``setup_time``: the part spent building the compressed
       operator on the device (``solve_time - setup_time`` is comparable to the cuLoRADS paper's times,
       which start once the data is on the device).
+    - ``stage_times``: seconds spent in phase I (``alm``), phase II (``admm``) and measuring points
+      (``certificates``: the errors, lambda_min, the stationary multipliers); the rest of
+      ``solve_time - setup_time`` is the driver's own work (snapshots, rank changes).
     """
 
     status: Status
@@ -68,6 +71,7 @@ class Result:
     solve_time: float
     device: str
     setup_time: float = 0.0
+    stage_times: dict = field(default_factory=dict)
     min_eigenvalues: list = field(default_factory=list)
     message: str = ""
     log: list = field(default_factory=list, repr=False)
