@@ -26,6 +26,16 @@ __all__ = ["CpuKernels", "kernels_for"]
 _CHUNK = 1 << 16  # pattern entries per NumPy pass: bounds the |chunk| x r temporaries
 
 
+def _rows(X, index):
+    """X[index] for a 2-D X: ``take`` along the rows is about 3x faster than fancy indexing in NumPy."""
+    return np.take(X, index, axis=0)
+
+
+def _row_dots(A, B):
+    """The dot products of corresponding rows."""
+    return np.einsum("ij,ij->i", A, B)
+
+
 class CpuKernels:
     """NumPy/SciPy implementations (also the reference for the GPU kernels)."""
 
@@ -36,9 +46,9 @@ class CpuKernels:
         for s in range(0, rows.size, _CHUNK):
             r, c = rows[s:s + _CHUNK], cols[s:s + _CHUNK]
             if V is None:
-                out[s:s + _CHUNK] = np.einsum("ij,ij->i", U[r], U[c])
+                out[s:s + _CHUNK] = _row_dots(_rows(U, r), _rows(U, c))
             else:
-                out[s:s + _CHUNK] = 0.5 * (np.einsum("ij,ij->i", U[r], V[c]) + np.einsum("ij,ij->i", U[c], V[r]))
+                out[s:s + _CHUNK] = 0.5 * (_row_dots(_rows(U, r), _rows(V, c)) + _row_dots(_rows(U, c), _rows(V, r)))
         return out
 
     @staticmethod
@@ -47,9 +57,9 @@ class CpuKernels:
         out = np.empty((rows.size, 2)) if out is None else out
         for s in range(0, rows.size, _CHUNK):
             r, c = rows[s:s + _CHUNK], cols[s:s + _CHUNK]
-            Dr, Dc = D[r], D[c]
-            out[s:s + _CHUNK, 0] = 0.5 * (np.einsum("ij,ij->i", R[r], Dc) + np.einsum("ij,ij->i", R[c], Dr))
-            out[s:s + _CHUNK, 1] = np.einsum("ij,ij->i", Dr, Dc)
+            Dr, Dc = _rows(D, r), _rows(D, c)
+            out[s:s + _CHUNK, 0] = 0.5 * (_row_dots(_rows(R, r), Dc) + _row_dots(_rows(R, c), Dr))
+            out[s:s + _CHUNK, 1] = _row_dots(Dr, Dc)
         return out
 
     @staticmethod
