@@ -1,8 +1,8 @@
 """The driver: one loop over the phases, with rank set-up, re-optimisation, limits and the log.
 
 ``solve`` compresses the problem onto the chosen backend, starts from a random factor of
-logarithmic rank, runs phase I (ALM, ``alm.py``) until the primal infeasibility reaches
-``phase1_tol``, switches to phase II (ADMM, ``admm.py``), then measures the DIMACS errors on the
+logarithmic rank, runs phase I (ALM, ``alm.py``) until one of its exit tests (``phase1_tol``) passes,
+switches to phase II (ADMM, ``admm.py``), then measures the DIMACS errors on the
 point from scratch, the dual one through the smallest eigenvalue of C - A*(lambda)
 (``certificates.py``), also trying the multipliers that best satisfy stationarity. While errors
 remain and ``reopt_level`` allows, it re-optimises ("polishes"): the objective is scaled up (so the
@@ -138,7 +138,7 @@ class _Run:
     def uses_strict_test(self) -> bool:
         """Whether polishing also answers to :meth:`strict_dual_violation` (``reopt_level`` 2 only: at
         lower levels the reported errors alone decide, as in LoRADS, which is much faster on large
-        graphs and leaves objectives about 1e-3 off there; see the README)."""
+        graphs and leaves objectives up to about 1e-2 off there; see the README)."""
         return self.settings.reopt_level == 2
 
     def strict_dual_violation(self, evaluation: "_Evaluation") -> float:
@@ -376,7 +376,8 @@ def _result(run: _Run, best: _Snapshot, stop_status: Status | None) -> Result:
     result = Result(status=status, primal_objective=evaluation.primal_objective,
                     dual_objective=evaluation.dual_objective, errors=dict(evaluation.errors), factors=factors,
                     x_lp=x_lp, dual=dual, iterations=phases, ranks=list(best.ranks), solve_time=run.elapsed(),
-                    setup_time=run.setup_time, stage_times=dict(run.stage_times), min_eigenvalues=[value for value, _ in evaluation.eigenpairs],
+                    setup_time=run.setup_time, stage_times=dict(run.stage_times),
+                    min_eigenvalues=[value for value, _ in evaluation.eigenpairs],
                     device=backend.describe(), message=_message(status, settings), log=run.log)
     run.say(result.summary())
     return result

@@ -207,8 +207,7 @@ class CompressedOperator:
             CV = self.objective_times(V)
         return self.adjoint_times(self.adjoint_data(y), V, alpha=weight, addend=CV, beta=weight * c_scale)
 
-    def slack_matrix(self, lam, c_scale=1.0):
-        """c_scale C - A*(lam) as an explicit symmetric block-diagonal CSR matrix (for the eigensolvers)."""
+    def slack_matrix(self, lam):
+        """C - A*(lam) as an explicit symmetric block-diagonal CSR matrix (for the eigensolvers)."""
         self.S.data = self.adjoint_data(lam, weight=-1.0)
-        slack = self.S + self.C * c_scale if c_scale != 1.0 else self.S + self.C
-        return slack.tocsr()
+        return (self.S + self.C).tocsr()

@@ -53,8 +53,8 @@ def test_operator_matches_dense(device):
     A_y = np.einsum("i,ijk->jk", y, As)
     got = backend.to_host(op.adjoint_times(op.adjoint_data(xp.asarray(y)), xp.asarray(V)))
     assert np.allclose(got, A_y @ V, rtol=1e-12, atol=1e-12)
-    slack = op.slack_matrix(xp.asarray(y), c_scale=scale)
-    assert np.allclose(slack.toarray().get() if backend.is_gpu else slack.toarray(), M - 2 * A_y, atol=1e-12)
+    slack = op.slack_matrix(xp.asarray(y))
+    assert np.allclose(slack.toarray().get() if backend.is_gpu else slack.toarray(), Cs - A_y, atol=1e-12)
 
 
 @pytest.mark.parametrize("device", DEVICES)
