@@ -1,5 +1,5 @@
-"""Shared output of the benchmark scripts: one CSV and one Markdown table per run, and the device's
-memory pool (the peak device memory a run needed, since CuPy's pool keeps what it allocated)."""
+"""Shared output of the benchmark scripts: one CSV and one Markdown table per run, the columns every suite reports
+for a solve, and the release of the device's memory pool between instances (so that each solve's peak is its own)."""
 from __future__ import annotations
 
 import csv
@@ -27,7 +27,7 @@ def write_tables(rows: list[dict], stem: Path, title: str, footer: str = "", col
     return text
 
 
-def result_fields(result, backend, seconds: float, paper_seconds) -> dict:
+def result_fields(result, seconds: float, paper_seconds) -> dict:
     """The columns every suite reports for one solve: ``seconds`` is the time compared with the paper's
     ``paper_seconds`` (None where the paper has no entry)."""
     return dict(seconds=round(seconds, 3), setup_s=round(result.setup_time, 3),
@@ -36,17 +36,8 @@ def result_fields(result, backend, seconds: float, paper_seconds) -> dict:
                 certificates_s=round(result.stage_times["certificates"], 3),
                 pinf=result.errors["primal_infeasibility"], dinf=result.errors["dual_infeasibility"],
                 gap=result.errors["gap"], status=result.status.value,
-                peak_gib=round(device_pool_bytes(backend) / 2**30, 3),
+                peak_gib=round(result.peak_device_bytes / 2**30, 3),
                 paper_h100_s=paper_seconds if paper_seconds is not None else "",
                 ratio=round(seconds / paper_seconds, 2) if paper_seconds else "")
 
 
-def device_pool_bytes(backend) -> int:
-    """Bytes held by CuPy's memory pool (0 on the CPU)."""
-    return int(backend.xp.get_default_memory_pool().total_bytes()) if backend.is_gpu else 0
-
-
-def release_device_memory(backend) -> None:
-    """Return the pool's free blocks, so that the next instance's pool size is its own peak."""
-    if backend.is_gpu:
-        backend.xp.get_default_memory_pool().free_all_blocks()

@@ -35,11 +35,11 @@ from compare import PEER_MAX_N, solve_with  # noqa: E402
 from cvxpy_culorads.backend import select_backend  # noqa: E402
 from cvxpy_culorads.models import maxcut_problem  # noqa: E402
 from graphs import random_regular_like  # noqa: E402
-from report import release_device_memory, result_fields, write_tables  # noqa: E402
+from report import result_fields, write_tables  # noqa: E402
 
 
 def solve_row(instance, problem, extra, profile: str, backend, args) -> dict:
-    release_device_memory(backend)
+    backend.release_cached_blocks()  # the peak each solve reports is then its own
     result = cl.solve(problem, device=backend.name, tol=args.tol, time_limit=args.time_limit, verbose=args.verbose,
                       **suites.settings_for(instance, profile))
     seconds = result.solve_time - result.setup_time
@@ -47,7 +47,7 @@ def solve_row(instance, problem, extra, profile: str, backend, args) -> dict:
     known = {} if instance.reference is None else dict(
         reference=instance.reference, rel_error=abs(value - instance.reference) / max(1.0, abs(instance.reference)))
     row = dict(instance=instance.name, n=sum(problem.block_sizes) + problem.n_lp, m=problem.m, profile=profile,
-               value=value, **known, **extra(result), **result_fields(result, backend, seconds, instance.paper_seconds))
+               value=value, **known, **extra(result), **result_fields(result, seconds, instance.paper_seconds))
     print(f"{row['instance']:>22} {profile:>8} n={row['n']:9d} {seconds:8.2f}s (setup {result.setup_time:.2f}s) "
           f"value {row['value']:.8g} max err {result.max_error:.1e} {row['status']}", flush=True)
     return row

@@ -35,8 +35,10 @@ GAP_PATIENCE = 200  # feasible sweeps without a new best gap after which the pha
 CG_MAX_ITER, CG_RESTART = 800, 200  # a restart discards the Krylov space: every 20 iterations doubled the count
 
 
-def conjugate_gradient(apply, rhs, x, tol: float, backend, check_every: int = 1, max_iter: int = CG_MAX_ITER):
-    """Solve apply(x) = rhs from the start ``x`` (overwritten) until ||r||_2 <= tol ||rhs||_1.
+def conjugate_gradient(apply, rhs, x, tol: float, backend, check_every: int = 1, max_iter: int = CG_MAX_ITER,
+                       precondition=None):
+    """Solve apply(x) = rhs from the start ``x`` (overwritten) until ||r||_2 <= tol ||rhs||_1, preconditioned by
+    the function ``precondition`` (an approximate inverse of ``apply``) when given.
 
     Residuals are recomputed and directions restarted every ``CG_RESTART`` iterations (cheap
     insurance against drift); convergence is read back to the host every ``check_every`` iterations
@@ -47,16 +49,20 @@ def conjugate_gradient(apply, rhs, x, tol: float, backend, check_every: int = 1,
     iterations = 0
     while iterations < max_iter:
         r = rhs - apply(x)
-        p = r.copy()
-        rr = xp.vdot(r, r)
+        z = r if precondition is None else precondition(r)
+        p = z.copy()
+        rz = xp.vdot(r, z)
         for inner in range(CG_RESTART):
-            if (iterations + inner) % check_every == 0 and math.sqrt(float(rr)) <= threshold:
-                return x, iterations + inner
+            if (iterations + inner) % check_every == 0:
+                rr = rz if precondition is None else xp.vdot(r, r)
+                if math.sqrt(float(rr)) <= threshold:
+                    return x, iterations + inner
             Ap = apply(p)
-            kernels.cg_step(x, r, p, Ap, rr, xp.vdot(p, Ap))
-            rr_new = xp.vdot(r, r)
-            kernels.cg_direction(p, r, rr_new, rr)
-            rr = rr_new
+            kernels.cg_step(x, r, p, Ap, rz, xp.vdot(p, Ap))
+            z = r if precondition is None else precondition(r)
+            rz_new = xp.vdot(r, z)
+            kernels.cg_direction(p, z, rz_new, rz)
+            rz = rz_new
         iterations += CG_RESTART
     return x, iterations
 
@@ -87,10 +93,11 @@ class ADMMPhase:
 
         def normal_operator(Z):  # Z -> Z + A*(A(sym(Z F'))) F
             multipliers = op.constraints(op.sample(Z, fixed))
-            return Z + op.adjoint_times(op.adjoint_data(multipliers), fixed)
+            return op.adjoint_times(op.adjoint_data(multipliers), fixed, addend=Z, beta=1.0)
 
         rhs = self.kernels.scale_add(op.slack_times(shift, st.c_scale, fixed), -1.0 / st.rho, fixed, 1.0)
-        solution, iterations = conjugate_gradient(normal_operator, rhs, start, tol, self.backend, check_every)
+        solution, iterations = conjugate_gradient(normal_operator, rhs, start, tol, self.backend, check_every,
+                                                  precondition=op.normal_preconditioner(fixed))
         self.cg_iterations += iterations
         return solution
 
@@ -126,7 +133,8 @@ class ADMMPhase:
             cg_tol = max(min((1e-4 if self.reopt else 1e-2) * pinf, 1e-8), 1e-14)
             self.U = self._solve_factor(shift, self.V, self.U, cg_tol, check_every)
             self.V = self._solve_factor(shift, self.U, self.V, cg_tol, check_every)
-            st.R = 0.5 * (self.U + self.V)
+            self.xp.add(self.U, self.V, out=st.R)  # R = (U + V) / 2 in place: no n x r temporaries
+            st.R *= 0.5
             st.Avals = op.constraints(op.sample(st.R))
             st.objective = float(op.objective(st.R))
             residual = st.Avals - op.b

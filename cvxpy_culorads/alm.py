@@ -99,6 +99,13 @@ class ALMPhase:
 
     # ------------------------------------------------------------------ the loop
     def run(self):
+        try:
+            yield from self._outer_iterations()
+        finally:  # the phase's n x r work arrays go as soon as it ends: phase II needs the memory (4 GB each at n = 1e8)
+            self.G = self.CR = None
+            self.lbfgs.reset()
+
+    def _outer_iterations(self):
         st = self.state
         rank_flag, outers_since_rank_change = 0, 0
         self._refresh()
@@ -181,7 +188,7 @@ class ALMPhase:
         st.objective += 2.0 * tau * c_rd + tau * tau * c_dd
         G_old = self.G
         self.G = self._gradient()
-        self.lbfgs.push(step, self.G - G_old)
+        self.lbfgs.push(step, self.kernels.scale_add(G_old, -1.0, self.G, 1.0))  # y = G - G_old in G_old's memory
         return progress, False
 
     # ------------------------------------------------------------------ helpers

@@ -51,6 +51,15 @@ class Backend:
         if self.is_gpu:
             self.xp.cuda.get_current_stream().synchronize()
 
+    def pool_bytes(self) -> int:
+        """Device bytes held by CuPy's memory pool, in use or cached for reuse (0 on the CPU)."""
+        return int(self.xp.get_default_memory_pool().total_bytes()) if self.is_gpu else 0
+
+    def release_cached_blocks(self) -> None:
+        """Return the pool's cached, unused blocks to the device (no-op on the CPU)."""
+        if self.is_gpu:
+            self.xp.get_default_memory_pool().free_all_blocks()
+
     def free_memory(self) -> int | None:
         """Bytes the solver can still allocate on the device (free memory plus CuPy's cached blocks);
         None on the CPU, where the operating system manages memory."""

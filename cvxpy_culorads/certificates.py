@@ -116,6 +116,17 @@ def _block(matrix, layout, k: int):
 GUESS_NOISE = 1e-3
 
 
+# A Lanczos cycle keeps its whole basis (steps x n): at n = 1e8 sixty vectors are 48 GB. The basis may take this
+# share of the free device memory, and no fewer than MIN_LANCZOS_STEPS vectors (more restarts, same answer).
+LANCZOS_MEMORY_SHARE, MIN_LANCZOS_STEPS = 0.5, 20
+
+
+def _affordable_steps(backend, n: int) -> int:
+    """The longest Lanczos cycle whose basis fits the device's memory (no bound on the CPU)."""
+    free = backend.free_memory()
+    return n if free is None else max(MIN_LANCZOS_STEPS, int(LANCZOS_MEMORY_SHARE * free) // (8 * n))
+
+
 def _lanczos_smallest(matrix, n: int, backend, accuracy: float, seed: int, guess=None, steps: int = 60,
                       cycles: int = 40) -> tuple:
     """(smallest eigenvalue, its Ritz vector) of a symmetric sparse ``matrix`` by restarted Lanczos,
@@ -128,7 +139,7 @@ def _lanczos_smallest(matrix, n: int, backend, accuracy: float, seed: int, guess
     steps after it are discarded.
     """
     xp, kernels = backend.xp, kernels_for(backend)
-    steps = min(steps, n)
+    steps = min(steps, n, _affordable_steps(backend, n))
     v = xp.asarray(np.random.default_rng(seed).standard_normal(n))
     v /= xp.linalg.norm(v)
     if guess is not None and bool(xp.isfinite(guess).all()) and float(xp.linalg.norm(guess)) > 0.0:

@@ -539,8 +539,7 @@ def csr_matmul(matrix, V, out=None, *, alpha=1.0, addend=None, beta=0.0, loads=N
 # Elementwise updates spell out the unfused rounding (__dmul_rn / __dadd_rn: no contraction into an FMA), so they
 # give bit for bit what the separate array operations of CpuKernels give.
 _ADVANCE_FACTOR = cupy.ElementwiseKernel(
-    "float64 d, float64 tau", "float64 step, float64 r",
-    "step = __dmul_rn(tau, d); r = __dadd_rn(r, step);", "culorads_advance_factor")
+    "float64 tau", "float64 d, float64 r", "d = __dmul_rn(tau, d); r = __dadd_rn(r, d);", "culorads_advance_factor")
 _ADVANCE_VALUES = cupy.ElementwiseKernel(
     "raw float64 aw, float64 tau, float64 tau2", "float64 a",
     "a = __dadd_rn(a, __dadd_rn(__dmul_rn(tau, 2.0 * aw[2 * i]), __dmul_rn(tau2, aw[2 * i + 1])));",
@@ -555,12 +554,12 @@ _SCALE_ADD = cupy.ElementwiseKernel(
     "culorads_scale_add")
 _CG_STEP = cupy.ElementwiseKernel(
     "raw float64 rr, raw float64 pap, float64 p, float64 ap", "float64 x, float64 r",
-    "const double alpha = rr[0] / pap[0];"
+    "const double alpha = pap[0] > 0.0 ? rr[0] / pap[0] : 0.0;"  # p = 0: the solve was exact already
     "x = __dadd_rn(x, __dmul_rn(alpha, p)); r = __dsub_rn(r, __dmul_rn(alpha, ap));",
     "culorads_cg_step")
 _CG_DIRECTION = cupy.ElementwiseKernel(
     "raw float64 rr_new, raw float64 rr, float64 r", "float64 p",
-    "p = __dadd_rn(__dmul_rn(p, rr_new[0] / rr[0]), r);", "culorads_cg_direction")
+    "p = __dadd_rn(__dmul_rn(p, rr[0] > 0.0 ? rr_new[0] / rr[0] : 0.0), r);", "culorads_cg_direction")
 
 REDUCE_THREADS = 256  # the reduction kernels' block size (their warp_sums table assumes 8 warps)
 REDUCE_BLOCKS_PER_SM = 2  # grid cap of the grid-stride reductions: enough loads in flight, few partial sums
@@ -666,11 +665,10 @@ class GpuKernels:
 
     @staticmethod
     def advance(R, D, tau, Avals, AW):
-        """R += tau D and Avals += tau (2 AW[:, 0]) + tau^2 AW[:, 1] in place; returns the step tau D."""
-        step = cupy.empty_like(D)
-        _ADVANCE_FACTOR(D, tau, step, R)
+        """D *= tau (the step), R += D and Avals += tau (2 AW[:, 0]) + tau^2 AW[:, 1] in place; returns D."""
+        _ADVANCE_FACTOR(tau, D, R)
         _ADVANCE_VALUES(AW, tau, tau * tau, Avals)
-        return step
+        return D
 
     @staticmethod
     def shifted_residual(Avals, b, lam, rho):

@@ -68,7 +68,7 @@ class CpuKernels:
         addend`` when an addend is given (one pass on the GPU)."""
         result = matrix @ V
         if addend is not None:
-            result = alpha * result
+            result *= alpha
             result += beta * addend
         if out is None:
             return np.ascontiguousarray(result)
@@ -118,11 +118,12 @@ class CpuKernels:
 
     @staticmethod
     def advance(R, D, tau, Avals, AW):
-        """R += tau D and Avals += tau (2 AW[:, 0]) + tau^2 AW[:, 1] in place; returns the step tau D."""
-        step = tau * D
-        R += step
+        """D *= tau (the step), R += D and Avals += tau (2 AW[:, 0]) + tau^2 AW[:, 1] in place; returns D (the
+        direction's memory is the step's: one n x r array less at n = 1e8 is 4 GB)."""
+        D *= tau
+        R += D
         Avals += tau * (2.0 * AW[:, 0]) + tau * tau * AW[:, 1]
-        return step
+        return D
 
     @staticmethod
     def shifted_residual(Avals, b, lam, rho):
@@ -146,15 +147,16 @@ class CpuKernels:
 
     @staticmethod
     def cg_step(x, r, p, Ap, rr, pAp):
-        """x += alpha p, r -= alpha Ap in place, with alpha = rr / pAp."""
-        alpha = rr / pAp
+        """x += alpha p, r -= alpha Ap in place, with alpha = rr / pAp (0 when pAp = 0: p = 0, the solve was
+        exact already; the iterations between two convergence checks run on)."""
+        alpha = rr / pAp if pAp > 0.0 else 0.0
         x += alpha * p
         r -= alpha * Ap
 
     @staticmethod
     def cg_direction(p, r, rr_new, rr):
-        """p = (rr_new / rr) p + r in place."""
-        p *= rr_new / rr
+        """p = (rr_new / rr) p + r in place (p = r when rr = 0)."""
+        p *= rr_new / rr if rr > 0.0 else 0.0
         p += r
 
 

@@ -56,7 +56,8 @@ class BlockLayout:
     def of(cls, problem) -> "BlockLayout":
         sizes = problem.block_sizes
         offsets = tuple(int(o) for o in np.concatenate([[0], np.cumsum(sizes)[:-1]])) if sizes else ()
-        touching = tuple(int(np.unique(c.con).size) for c in problem.A_coords)
+        # counted with bincount: np.unique hashes, 0.7 s per 1e6 entries (9 s of the set-up at n = 1e7)
+        touching = tuple(int(np.count_nonzero(np.bincount(c.con, minlength=problem.m))) for c in problem.A_coords)
         return cls(sizes, offsets, problem.n_lp, int(sum(sizes)), touching)
 
 
@@ -72,6 +73,15 @@ def _csr(backend, rows, cols, vals, shape, index_dtype):
     return backend.sparse.csr_matrix((vals, cols.astype(index_dtype), indptr.astype(index_dtype)), shape=shape)
 
 
+def _sorted_unique(xp, keys):
+    """The distinct values of ``keys`` in increasing order, by one sort (NumPy's ``unique`` hashes, 10x slower
+    on 1e6 integer keys)."""
+    keys = xp.sort(keys)
+    first = xp.ones(keys.size, dtype=bool)
+    first[1:] = keys[1:] != keys[:-1]
+    return keys[first]
+
+
 def _symmetric_csr(backend, rows, cols, vals, n: int, index_dtype):
     """The symmetric n x n CSR matrix with the lower-triangle entries (rows >= cols) given."""
     xp = backend.xp
@@ -80,9 +90,9 @@ def _symmetric_csr(backend, rows, cols, vals, n: int, index_dtype):
                 xp.concatenate([vals, vals[off]]), (n, n), index_dtype)
 
 
-# n_rows x r arrays held at once in the phases, counting CuPy's pool: factor, gradient, direction, L-BFGS pairs,
-# C R, U, V, CG vectors and temporaries (about 30 measured at n = 1e7: 12.5 GiB at rank 5)
-FACTOR_ARRAYS = 32
+# n_rows x r arrays held at once in the phases, counting CuPy's pool: factor, gradient, step, L-BFGS pairs, C R,
+# C D (phase I); U, V, CG vectors (phase II); measured at n = 1e8, rank 5: 13 (with the operator 58 GiB)
+FACTOR_ARRAYS = 12
 BUILD_BYTES = 96  # per entry of a symmetric pattern while it is sorted: coordinates, keys, order, permuted copies
 POOL_MARGIN = 1.15  # blocks CuPy's pool keeps for reuse (measured peaks: rgg 2^24 30.3 GiB, rgg 2^22 7.1 GiB)
 
@@ -146,7 +156,7 @@ class CompressedOperator:
 
         # Omega_A, the positions some A_i touches: the only place where sym(U V') is ever sampled.
         a_keys = key(a_rows, a_cols)
-        omega = xp.unique(a_keys)
+        omega = _sorted_unique(xp, a_keys)
         a_pos = xp.searchsorted(omega, a_keys)
         self.rows, self.cols = (omega // n_rows).astype(idx), (omega % n_rows).astype(idx)
         del a_keys, a_rows, a_cols, omega
@@ -154,6 +164,10 @@ class CompressedOperator:
         self.A_fold = _csr(backend, a_cons, a_pos, a_vals * fold[a_pos], (self.m, self.rows.size), idx)
         self.At_raw = _csr(backend, a_pos, a_cons, a_vals, (self.rows.size, self.m), idx)
         del a_cons, a_pos, a_vals, fold
+        # w_p = sum_i A_fold[i, p]^2 per position, for phase II's preconditioner when every A_i is diagonal
+        self.diagonal_weights = (xp.bincount(self.A_fold.indices, weights=self.A_fold.data ** 2,
+                                             minlength=self.rows.size)
+                                 if bool(xp.all(self.rows == self.cols)) else None)
 
         # Symmetric pattern of A*(y): each off-diagonal position of Omega_A appears in both triangles.
         positions = xp.arange(self.rows.size)
@@ -206,6 +220,27 @@ class CompressedOperator:
         if CV is None:
             CV = self.objective_times(V)
         return self.adjoint_times(self.adjoint_data(y), V, alpha=weight, addend=CV, beta=weight * c_scale)
+
+    def normal_preconditioner(self, F):
+        """The inverse of the row-block-diagonal part of I + J'J with J(Z) = A(sym(Z F')), as a function of an
+        n_rows x r block, or None when some constraint has an off-diagonal entry.
+
+        With every A_i diagonal, J(Z)_i = sum_p A_fold[i, p] <z_p, f_p> over the diagonal positions p, so the
+        block of row p is I + w_p f_p f_p' (``diagonal_weights``) and Sherman-Morrison inverts it:
+        z_p = v_p - f_p w_p <f_p, v_p> / (1 + w_p ||f_p||^2). When each constraint has one entry (MaxCut) these
+        blocks are all of J'J, and the preconditioned CG of phase II is exact in one iteration.
+        """
+        if self.diagonal_weights is None:
+            return None
+        weights = self.diagonal_weights
+        shrink = weights / (1.0 + weights * self.sample(F))
+
+        def apply(V):
+            coefficients = self.sample(V, F)
+            coefficients *= shrink
+            data = self.kernels.gather_values(coefficients, self.S_gather, 1.0)
+            return self.adjoint_times(data, F, alpha=-1.0, addend=V, beta=1.0)
+        return apply
 
     def slack_matrix(self, lam):
         """C - A*(lam) as an explicit symmetric block-diagonal CSR matrix (for the eigensolvers)."""

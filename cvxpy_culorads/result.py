@@ -57,6 +57,8 @@ class Result:
     - ``stage_times``: seconds spent in phase I (``alm``), phase II (``admm``) and measuring points
       (``certificates``: the errors, lambda_min, the stationary multipliers); the rest of
       ``solve_time - setup_time`` is the driver's own work (snapshots, rank changes).
+    - ``peak_device_bytes``: the most device memory CuPy's pool held during the solve (0 on the CPU); it
+      includes arrays of the caller's that were in the pool already.
     """
 
     status: Status
@@ -73,6 +75,7 @@ class Result:
     setup_time: float = 0.0
     stage_times: dict = field(default_factory=dict)
     min_eigenvalues: list = field(default_factory=list)
+    peak_device_bytes: int = 0
     message: str = ""
     log: list = field(default_factory=list, repr=False)
 

@@ -2,6 +2,7 @@
 import numpy as np
 import pytest
 
+from cvxpy_culorads import SDPProblem
 from cvxpy_culorads.backend import select_backend
 from cvxpy_culorads.layout import CompressedOperator
 
@@ -72,3 +73,47 @@ def test_operator_beyond_32_bit_position_keys(device):
     C = problem.objective_matrix(0)
     got = backend.to_host(op.slack_times(backend.xp.asarray(y), 1.0, backend.xp.asarray(R)))
     assert np.allclose(got, C @ R + y[:, None] * R, rtol=1e-12, atol=1e-12)
+
+
+def _diagonal_problem(seed: int) -> SDPProblem:
+    """Two PSD blocks and nonnegative variables whose constraint matrices are all diagonal, some constraints
+    touching several positions and some positions touched by several constraints."""
+    rng = np.random.default_rng(seed)
+    sizes, n_lp, m = (5, 3), 2, 7
+    A = [[np.diag(rng.standard_normal(n) * (rng.random(n) < 0.5)) for n in sizes] for _ in range(m - 1)]
+    A.append([np.eye(sizes[0]), np.eye(sizes[1])])  # a trace: couples every row
+    A_lp = rng.standard_normal((m, n_lp)) * (rng.random((m, n_lp)) < 0.5)
+    return SDPProblem.from_matrices([np.eye(n) for n in sizes], A, rng.standard_normal(m), c_lp=np.ones(n_lp),
+                                    A_lp=A_lp)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_normal_preconditioner_is_the_row_block_inverse(device):
+    problem = _diagonal_problem(3)
+    backend, xp = select_backend(device), select_backend(device).xp
+    op = CompressedOperator(problem, backend)
+    _, As = _stacked_dense(problem)
+    rng = np.random.default_rng(4)
+    n, r = As.shape[1], 3
+    F, V = rng.standard_normal((n, r)), rng.standard_normal((n, r))
+    # J(Z)_i = <A_i, sym(Z F')> has gradient A_i F in Z: the block of row p in J'J is sum_i (A_i F)_p (A_i F)_p'
+    AF = np.einsum("ipq,qc->ipc", As, F)
+    expected = np.stack([np.linalg.solve(np.eye(r) + AF[:, p].T @ AF[:, p], V[p]) for p in range(n)])
+    got = backend.to_host(op.normal_preconditioner(xp.asarray(F))(xp.asarray(V)))
+    assert np.allclose(got, expected, rtol=1e-12, atol=1e-12)
+    assert CompressedOperator(random_mixed_problem(1), backend).normal_preconditioner(xp.asarray(F)) is None
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_normal_preconditioner_inverts_maxcut_exactly(device):
+    # one diagonal entry per constraint: the row blocks are all of I + J'J
+    from cvxpy_culorads.models import maxcut_problem
+    import scipy.sparse as sp
+    W = sp.random(60, 60, density=0.1, random_state=2)
+    backend, xp = select_backend(device), select_backend(device).xp
+    op = CompressedOperator(maxcut_problem(W + W.T), backend)
+    rng = np.random.default_rng(5)
+    F, Z = xp.asarray(rng.standard_normal((60, 4))), xp.asarray(rng.standard_normal((60, 4)))
+    normal = op.adjoint_times(op.adjoint_data(op.constraints(op.sample(Z, F))), F, addend=Z, beta=1.0)
+    assert np.allclose(backend.to_host(op.normal_preconditioner(F)(normal)), backend.to_host(Z), rtol=1e-12,
+                       atol=1e-12)

@@ -61,6 +61,16 @@ def test_conjugate_gradient():
     x, its = conjugate_gradient(lambda Z: H @ Z, rhs, np.zeros((40, 2)), 1e-12, select_backend("cpu"))
     assert np.abs(H @ x - rhs).sum() <= 1e-12 * np.abs(rhs).sum() * 10
     assert its < 200
+    # an exact preconditioner solves in one iteration; the iterations up to the next check must stay finite
+    exact, one = conjugate_gradient(lambda Z: H @ Z, rhs, np.zeros((40, 2)), 1e-12, select_backend("cpu"),
+                                    check_every=4, precondition=lambda Z: np.linalg.solve(H, Z))
+    assert np.allclose(H @ exact, rhs, rtol=1e-10, atol=1e-10) and one == 4
+    # Jacobi on a badly scaled system: same solution, fewer iterations
+    scaled = np.diag(np.geomspace(1.0, 1e3, 40)) @ H @ np.diag(np.geomspace(1.0, 1e3, 40))
+    plain, plain_its = conjugate_gradient(lambda Z: scaled @ Z, rhs, np.zeros((40, 2)), 1e-12, select_backend("cpu"))
+    jacobi, jacobi_its = conjugate_gradient(lambda Z: scaled @ Z, rhs, np.zeros((40, 2)), 1e-12,
+                                            select_backend("cpu"), precondition=lambda Z: Z / np.diag(scaled)[:, None])
+    assert np.allclose(jacobi, np.linalg.solve(scaled, rhs), rtol=1e-8) and jacobi_its < plain_its
 
 
 def _run_for(problem, **options):

@@ -229,11 +229,26 @@ def maxcut_problem(W, name: str = "maxcut") -> SDPProblem:
     W = _weight_matrix(W)
     n = W.shape[0]
     vertices = np.arange(n)
-    degree = np.asarray(W.sum(axis=1)).ravel()
-    # lower triangle of C = (W - Diag(W 1)) / 4 in row-major order: SDPProblem then needs no sort
-    lower = sp.tril(W - sp.diags_array(degree), format="csr").tocoo()
-    C = (lower.row, lower.col, lower.data / 4)
-    return SDPProblem(np.ones(n), [C], [(vertices, vertices, vertices, np.ones(n))], block_sizes=[n], name=name)
+    return SDPProblem(np.ones(n), [_objective_lower(W)], [(vertices, vertices, vertices, np.ones(n))],
+                      block_sizes=[n], name=name)
+
+
+def _objective_lower(W: sp.csr_array):
+    """The lower triangle of C = (W - Diag(W 1)) / 4 as coordinates in row-major order (so SDPProblem needs no
+    sort), written straight from the canonical CSR of W: row i's entries left of the diagonal, then (i, i)."""
+    n = W.shape[0]
+    rows = np.repeat(np.arange(n), np.diff(W.indptr))
+    left = W.indices < rows
+    rows, cols, weights = rows[left], W.indices[left].astype(np.int64), W.data[left]
+    degree = np.bincount(np.repeat(np.arange(n), np.diff(W.indptr)), W.data, minlength=n)
+    # entry e of the strict lower triangle (row-major) moves past the i diagonal entries of the rows above it
+    diagonal = np.cumsum(np.bincount(rows, minlength=n) + 1) - 1
+    size = rows.size + n
+    out_rows, out_cols, out_vals = np.empty(size, np.int64), np.empty(size, np.int64), np.empty(size)
+    shifted = np.arange(rows.size) + rows
+    out_rows[shifted], out_cols[shifted], out_vals[shifted] = rows, cols, weights / 4
+    out_rows[diagonal], out_cols[diagonal], out_vals[diagonal] = np.arange(n), np.arange(n), -degree / 4
+    return out_rows, out_cols, out_vals
 
 
 # ---------------------------------------------------------------------------------------- rounding
