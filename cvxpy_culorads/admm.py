@@ -96,8 +96,11 @@ class ADMMPhase:
             return op.adjoint_times(op.adjoint_data(multipliers), fixed, addend=Z, beta=1.0)
 
         rhs = self.kernels.scale_add(op.slack_times(shift, st.c_scale, fixed), -1.0 / st.rho, fixed, 1.0)
+        precondition = op.normal_preconditioner(fixed)
+        if precondition is not None:  # it ends within an iteration or two: read the residual back every time
+            check_every = 1
         solution, iterations = conjugate_gradient(normal_operator, rhs, start, tol, self.backend, check_every,
-                                                  precondition=op.normal_preconditioner(fixed))
+                                                  precondition=precondition)
         self.cg_iterations += iterations
         return solution
 
