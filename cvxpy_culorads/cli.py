@@ -77,6 +77,7 @@ def _report(problem: SDPProblem, result: Result, cut: float | None) -> dict:
         "setup_time": float(result.setup_time),
         "stage_times": {name: float(value) for name, value in result.stage_times.items()},
         "device": result.device,
+        "peak_device_bytes": int(result.peak_device_bytes),
         "n": int(sum(problem.block_sizes) + problem.n_lp),
         "m": problem.m,
         "message": result.message,
@@ -101,6 +102,8 @@ def _print_summary(report: dict, maxcut: bool) -> None:
         f"time               {report['solve_time']:.3f} s on {report['device']} (setup {report['setup_time']:.3f} s, "
         + ", ".join(f"{k} {v:.3f} s" for k, v in report["stage_times"].items()) + ")",
     ]
+    if report["peak_device_bytes"]:
+        lines.append(f"device memory      {report['peak_device_bytes'] / 2**30:.2f} GiB at the peak")
     if "cut_value" in report:
         lines.append(f"rounded cut        {report['cut_value']:.10g} (Goemans-Williamson)")
     if report["message"]:

@@ -46,6 +46,7 @@ def test_json_output(triangle, capsys):
     assert set(report["errors"]) == {"primal_infeasibility", "dual_infeasibility", "gap"}
     assert (report["n"], report["m"], report["problem"]) == (3, 3, "triangle")
     assert report["device"].startswith("cpu") and report["solve_time"] >= 0 and report["ranks"]
+    assert report["peak_device_bytes"] == 0  # no device memory on the CPU
     stages = report["stage_times"]
     assert set(stages) == {"alm", "admm", "certificates"} and stages["alm"] > 0 and stages["certificates"] > 0
     assert sum(stages.values()) <= report["solve_time"] - report["setup_time"] + 1e-6

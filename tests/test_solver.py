@@ -59,6 +59,7 @@ def test_maxcut_matches_clarabel(device, seed):
     for key, value in errors.items():
         assert value == pytest.approx(result.errors[key], rel=1e-4, abs=1e-9)
         assert value <= 1e-5
+    assert (result.peak_device_bytes > 0) == (device == "gpu")  # what the device's memory pool held
 
 
 @pytest.mark.parametrize("device", DEVICES)
