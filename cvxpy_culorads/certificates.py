@@ -116,56 +116,74 @@ def _block(matrix, layout, k: int):
 GUESS_NOISE = 1e-3
 
 
-# A Lanczos cycle keeps its whole basis (steps x n): at n = 1e8 sixty vectors are 48 GB. The basis may take this
-# share of the free device memory, and no fewer than MIN_LANCZOS_STEPS vectors (more restarts, same answer).
+# A Lanczos cycle keeps its whole basis (steps x n) and, at a restart, the kept Ritz vectors (a third as many): at
+# n = 1e8 sixty vectors are 48 GB. Both may take this share of the free device memory, and the cycle has no fewer
+# than MIN_LANCZOS_STEPS vectors (more restarts, same answer).
 LANCZOS_MEMORY_SHARE, MIN_LANCZOS_STEPS = 0.5, 20
+KEPT_RITZ_SHARE = 3  # a restart keeps steps // 3 Ritz vectors
 
 
 def _affordable_steps(backend, n: int) -> int:
     """The longest Lanczos cycle whose basis fits the device's memory (no bound on the CPU)."""
     free = backend.free_memory()
-    return n if free is None else max(MIN_LANCZOS_STEPS, int(LANCZOS_MEMORY_SHARE * free) // (8 * n))
+    per_step = 8 * n * (1 + 1 / KEPT_RITZ_SHARE)
+    return n if free is None else max(MIN_LANCZOS_STEPS, int(LANCZOS_MEMORY_SHARE * free / per_step))
 
 
 def _lanczos_smallest(matrix, n: int, backend, accuracy: float, seed: int, guess=None, steps: int = 60,
                       cycles: int = 40) -> tuple:
-    """(smallest eigenvalue, its Ritz vector) of a symmetric sparse ``matrix`` by restarted Lanczos,
+    """(smallest eigenvalue, its Ritz vector) of a symmetric sparse ``matrix`` by thick-restarted Lanczos,
     from ``guess`` (plus a little noise) when given, else from a random vector.
 
-    Each cycle builds an orthonormal Krylov basis of ``steps`` vectors (full reorthogonalisation,
-    so no spurious copies), restarts from the Ritz vector of the smallest Ritz value, and stops once
-    its residual ||S y - theta y|| is below ``accuracy``. The coefficients stay on the device until the
-    cycle ends (one transfer per cycle, not per step); a breakdown (beta ~ 0) is found then, and the
-    steps after it are discarded.
+    Each cycle extends an orthonormal basis to ``steps`` vectors (full reorthogonalisation, so no spurious
+    copies) and records the projection of the matrix column by column (the Gram-Schmidt coefficients), then
+    solves the small projected problem on the host. It stops once the Ritz residual of the smallest Ritz
+    value, ||S y - theta y||, is below ``accuracy``; otherwise it restarts from the ``steps // 3`` smallest
+    Ritz vectors and the next basis vector (thick restart). Keeping one Ritz vector only, as a plain
+    restart does, stalls when eigenvalues cluster at the bottom, as they do at a MaxCut optimum (the dual
+    slack's null space has the dimension of the rank): G67 then used up 40 cycles without converging. The
+    coefficients stay on the device until the cycle ends (one transfer per cycle, not per step); a
+    breakdown (beta ~ 0) is found then, and the steps after it are discarded.
     """
     xp, kernels = backend.xp, kernels_for(backend)
-    steps = min(steps, n, _affordable_steps(backend, n))
+    steps = min(steps, n - 1, _affordable_steps(backend, n)) if n > 1 else 1
     v = xp.asarray(np.random.default_rng(seed).standard_normal(n))
     v /= xp.linalg.norm(v)
     if guess is not None and bool(xp.isfinite(guess).all()) and float(xp.linalg.norm(guess)) > 0.0:
         v = guess / xp.linalg.norm(guess) + GUESS_NOISE * v
         v /= xp.linalg.norm(v)
-    theta = np.inf
+    basis = xp.empty((steps + 1, n))
+    basis[0] = v
+    kept, ritz_values = 0, None
     for _ in range(cycles):
-        basis = xp.empty((steps, n))
-        coefficients = xp.empty((2, steps))  # alpha, beta
-        for j in range(steps):
-            basis[j] = v
-            w = kernels.csr_matmul(matrix, v)  # on the GPU no cuSPARSE set-up per product
-            coefficients[0, j] = v @ w
-            w -= basis[:j + 1].T @ (basis[:j + 1] @ w)
-            w -= basis[:j + 1].T @ (basis[:j + 1] @ w)  # twice is enough (Kahan-Parlett)
-            coefficients[1, j] = xp.linalg.norm(w)
+        projection = xp.zeros((steps + 1, steps))  # column j: basis' S basis[j]; below it, the norm beta_j
+        if kept:
+            projection[np.arange(kept), np.arange(kept)] = xp.asarray(ritz_values[:kept])
+        for j in range(kept, steps):
+            w = kernels.csr_matmul(matrix, basis[j])  # on the GPU no cuSPARSE set-up per product
+            first = basis[:j + 1] @ w
+            w -= basis[:j + 1].T @ first
+            second = basis[:j + 1] @ w  # twice is enough (Kahan-Parlett)
+            w -= basis[:j + 1].T @ second
+            projection[:j + 1, j] = first + second
+            projection[j + 1, j] = xp.linalg.norm(w)
             with np.errstate(divide="ignore", invalid="ignore"):  # NumPy only: quiet past a breakdown
-                v = w / coefficients[1, j]
-        alpha, beta = backend.to_host(coefficients)
-        breakdown = np.flatnonzero(~(beta > 1e-14 * np.maximum(1.0, np.abs(alpha))))
-        k = int(breakdown[0]) + 1 if breakdown.size else steps
-        values, vectors = scipy.linalg.eigh_tridiagonal(alpha[:k], beta[:k - 1])
+                basis[j + 1] = w / projection[j + 1, j]
+        projection = backend.to_host(projection)
+        betas = np.diagonal(projection, -1)
+        small = np.flatnonzero(~(betas[kept:] > 1e-14 * np.maximum(1.0, np.abs(np.diagonal(projection)[kept:]))))
+        size = kept + int(small[0]) + 1 if small.size else steps
+        upper = np.triu(projection[:size, :size])
+        values, vectors = scipy.linalg.eigh(upper + np.triu(upper, 1).T)
         theta = float(values[0])
-        residual = abs(beta[k - 1] * vectors[k - 1, 0]) if k == steps else 0.0
-        v = basis[:k].T @ xp.asarray(vectors[:, 0])
-        v /= xp.linalg.norm(v)
-        if residual <= accuracy:
+        residual = abs(projection[size, size - 1] * vectors[size - 1, 0]) if size == steps else 0.0
+        if residual <= accuracy or size < steps:
             break
+        kept = max(1, min(steps // KEPT_RITZ_SHARE, size - 1))
+        ritz = xp.asarray(vectors[:, :kept]).T @ basis[:size]
+        basis[kept] = basis[size]  # the next Krylov vector, orthogonal to all of them
+        basis[:kept] = ritz
+        ritz_values = values
+    v = xp.asarray(vectors[:, 0]) @ basis[:size]
+    v /= xp.linalg.norm(v)
     return theta, v
