@@ -94,13 +94,14 @@ def _symmetric_csr(backend, rows, cols, vals, n: int, index_dtype):
 # C D (phase I); U, V, CG vectors (phase II); measured at n = 1e8, rank 5: 13 (with the operator 58 GiB)
 FACTOR_ARRAYS = 12
 BUILD_BYTES = 96  # per entry of a symmetric pattern while it is sorted: coordinates, keys, order, permuted copies
-POOL_MARGIN = 1.15  # blocks CuPy's pool keeps for reuse (measured peaks: rgg 2^24 30.3 GiB, rgg 2^22 7.1 GiB)
+POOL_MARGIN = 1.15  # blocks CuPy's pool keeps for reuse (measured at n = 1e8: 64 GiB peak, 60 GiB in the phases)
 
 
 def estimate_device_bytes(problem, layout: BlockLayout, rank: int) -> int:
     """An estimate of the device memory a solve needs at the given rank: the operator's build (sorting
     64-bit keys over the larger symmetric pattern) or its arrays plus the phases' factor arrays, with a
-    margin for the memory pool; 0.9-1.25x the measured peaks of the benchmark suites (rgg, sparse, delaunay)."""
+    margin for the memory pool (1.04x the measured peak of sparse MaxCut at n = 1e8, 1.15x its phases). The
+    Lanczos basis of the certificates is not counted: it is sized to the memory left (``certificates.py``)."""
     nnz_A = problem.nnz + layout.n_lp
     c_symmetric = 2 * (sum(c[0].size for c in problem.C_coords) + layout.n_lp)  # entries of C's CSR
     a_symmetric = 2 * nnz_A  # entries of the pattern of A*(y), at most
