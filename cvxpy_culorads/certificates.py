@@ -178,12 +178,12 @@ def _lanczos_smallest(matrix, n: int, backend, accuracy: float, seed: int, guess
         theta = float(values[0])
         residual = abs(projection[size, size - 1] * vectors[size - 1, 0]) if size == steps else 0.0
         if residual <= accuracy or size < steps:
+            v = xp.asarray(vectors[:, 0]) @ basis[:size]
             break
         kept = max(1, min(steps // KEPT_RITZ_SHARE, size - 1))
         ritz = xp.asarray(vectors[:, :kept]).T @ basis[:size]
         basis[kept] = basis[size]  # the next Krylov vector, orthogonal to all of them
         basis[:kept] = ritz
         ritz_values = values
-    v = xp.asarray(vectors[:, 0]) @ basis[:size]
-    v /= xp.linalg.norm(v)
-    return theta, v
+        v = basis[0]  # the Ritz vector of theta, should the cycles run out
+    return theta, v / xp.linalg.norm(v)

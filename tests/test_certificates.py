@@ -79,3 +79,24 @@ def test_lanczos_with_a_short_basis_when_memory_is_scarce(device, monkeypatch):
     assert _affordable_steps(backend, n) == MIN_LANCZOS_STEPS
     (value, _), = smallest_eigenpairs(op.slack_matrix(backend.xp.zeros(1)), op.layout, backend, accuracy=1e-9)
     assert value == pytest.approx(np.linalg.eigvalsh(block.toarray())[0], abs=1e-7)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("cycles", [1, 2])
+def test_lanczos_out_of_cycles_returns_a_consistent_ritz_pair(device, cycles):
+    # with an unreachable accuracy every cycle restarts: the value and the vector must still belong together
+    from cvxpy_culorads.certificates import _lanczos_smallest
+    n = 400
+    rng = np.random.default_rng(6)
+    M = sp.random(n, n, density=5.0 / n, random_state=rng)
+    matrix = (M + M.T + sp.diags(rng.standard_normal(n))).tocsr()
+    backend = select_backend(device)
+    if backend.is_gpu:
+        import cupyx.scipy.sparse
+        matrix = cupyx.scipy.sparse.csr_matrix(matrix)
+    value, vector = _lanczos_smallest(matrix, n, backend, accuracy=0.0, seed=1, steps=30, cycles=cycles)
+    v = backend.to_host(vector)
+    host = matrix.get() if backend.is_gpu else matrix
+    assert np.linalg.norm(v) == pytest.approx(1.0)
+    assert v @ (host @ v) == pytest.approx(value, abs=1e-10)
+    assert value >= np.linalg.eigvalsh(host.toarray())[0] - 1e-10
