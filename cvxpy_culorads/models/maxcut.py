@@ -237,10 +237,10 @@ def _objective_lower(W: sp.csr_array):
     """The lower triangle of C = (W - Diag(W 1)) / 4 as coordinates in row-major order (so SDPProblem needs no
     sort), written straight from the canonical CSR of W: row i's entries left of the diagonal, then (i, i)."""
     n = W.shape[0]
-    rows = np.repeat(np.arange(n), np.diff(W.indptr))
-    left = W.indices < rows
-    rows, cols, weights = rows[left], W.indices[left].astype(np.int64), W.data[left]
-    degree = np.bincount(np.repeat(np.arange(n), np.diff(W.indptr)), W.data, minlength=n)
+    all_rows = np.repeat(np.arange(n), np.diff(W.indptr))
+    degree = np.bincount(all_rows, W.data, minlength=n)
+    left = W.indices < all_rows
+    rows, cols, weights = all_rows[left], W.indices[left].astype(np.int64), W.data[left]
     # entry e of the strict lower triangle (row-major) moves past the i diagonal entries of the rows above it
     diagonal = np.cumsum(np.bincount(rows, minlength=n) + 1) - 1
     size = rows.size + n
