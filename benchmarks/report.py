@@ -1,5 +1,5 @@
-"""Shared output of the benchmark scripts: one CSV and one Markdown table per run, the columns every suite reports
-for a solve, and the release of the device's memory pool between instances (so that each solve's peak is its own)."""
+"""Shared output of the benchmark scripts: one CSV and one Markdown table per run, and the columns every suite
+reports for a solve."""
 from __future__ import annotations
 
 import csv

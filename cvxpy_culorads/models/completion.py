@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
+from ..layout import sorted_unique
 from ..problem import SDPProblem
 
 __all__ = ["completion_problem", "random_low_rank_instance", "completion_error"]
@@ -90,9 +91,7 @@ def _distinct_sorted(rng, total: int, count: int) -> np.ndarray:
     keys = np.zeros(0, dtype=np.int64)
     while keys.size < count:
         drawn = rng.integers(0, total, size=int(1.01 * (count - keys.size)) + 16, dtype=np.int64)
-        keys = np.concatenate([keys, drawn])
-        keys.sort()
-        keys = keys[np.concatenate([[True], keys[1:] != keys[:-1]])]
+        keys = sorted_unique(np, np.concatenate([keys, drawn]))
     surplus = rng.choice(keys.size, size=keys.size - count, replace=False)
     return np.delete(keys, surplus)
 
