@@ -8,7 +8,8 @@ when the runner gets to it (large instances are generated one at a time). Suites
   recipes and seeds; rgg graphs are generated on the GPU when the device is one);
 - ``sparse``: MaxCut of ``graphs.random_regular_like(n, 4)`` (average degree ~4, no locality, like the
   k-mer graphs of the paper's largest instance), sizes given as n;
-- ``completion``: nuclear-norm completion of a random rank-5 n1 x n1 matrix from m entries;
+- ``completion``: nuclear-norm completion of a random rank-r n1 x n1 matrix from m entries, sizes ``n1:m`` or
+  ``n1:m:r`` (r = 5 unless given);
 - ``sdplib``: SDPA files of ``../shared/data/sdplib`` against their known optima.
 
 Profiles: ``accurate`` is the solver's defaults (re-optimisation level 2 with the strict eigenvalue
@@ -44,6 +45,8 @@ PAPER_H100_SECONDS = {
 _LARGE_MAXCUT = dict(phase1_tol=10.0, heuristic_factor=100.0, rank_factor=0.25, reopt_level=0)
 _SMALL_MAXCUT = dict(phase1_tol=1e-2, heuristic_factor=10.0, reopt_level=0)
 PROFILES = ("accurate", "paper")
+# Rank of the completion instances' truth unless the size names one (see the README on n = 2e7).
+DEFAULT_TRUTH_RANK = 5
 
 
 @dataclass
@@ -102,17 +105,21 @@ def _sparse(names: str, device: str) -> list[Instance]:
     return [Instance(f"sparse_{n:.0e}", builder(n), None, _LARGE_MAXCUT) for n in sizes]
 
 
-def _completion(names: str, device: str, rank: int = 5) -> list[Instance]:
-    def builder(n1, m):
+def _completion(names: str, device: str) -> list[Instance]:
+    """Sizes ``n1:m`` or ``n1:m:r``: an n1 x n1 matrix of rank r (default 5) with m observed entries."""
+    def builder(n1, m, rank):
         def build():
             r, c, v, factors = random_low_rank_instance(n1, n1, rank, m, seed=0)
             problem = completion_problem(r, c, v, (n1, n1), name=f"completion{n1}")
-            return problem, lambda result: dict(recovery=completion_error(result.factors[0], n1, factors))
+            return problem, lambda result: dict(truth_rank=rank,
+                                                recovery=completion_error(result.factors[0], n1, factors))
         return build
     out = []
-    for n1, m in (tuple(int(float(v)) for v in size.split(":")) for size in names.split(",")):
+    for size in names.split(","):
+        n1, m, rank = (tuple(int(float(v)) for v in size.split(":")) + (DEFAULT_TRUTH_RANK,))[:3]
         paper = dict(heuristic_factor=10.0, reopt_level=0, **({"rank_factor": 1.0} if 2 * n1 >= 10_000 else {}))
-        out.append(Instance(f"completion_{2 * n1}_{m}", builder(n1, m),
+        suffix = "" if rank == DEFAULT_TRUTH_RANK else f"_r{rank}"
+        out.append(Instance(f"completion_{2 * n1}_{m}{suffix}", builder(n1, m, rank),
                             PAPER_H100_SECONDS["completion"].get((n1, m)), paper, sign=1.0))
     return out
 
