@@ -12,8 +12,8 @@ then lambda <- lambda - rho (A(X) - b). Subproblems repeat at fixed rho until on
 steps) or the smoothed certificate keeps moving, then rho doubles; a run of hard subproblems grows
 every rank by a factor (the "dynamic rank" of LoRADS). The phase is a generator of ``Progress``
 rows, one per L-BFGS step, so the driver owns the loop (time limits, logging); it ends at the switch to
-ADMM (the primal infeasibility reaches ``phase1_tol``, or it and the gap reach ``phase1_tol`` / 1000), or
-when its outer-iteration budget is spent.
+ADMM (the primal infeasibility reaches ``phase1_tol``, or it and the gap reach ``phase1_tol`` / 1000 or the final
+``tol``), or when its outer-iteration budget is spent.
 """
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ import math
 
 import numpy as np
 
+from .layout import widening_fits
 from .state import Progress, SolverState, widen_factor
 
 __all__ = ["ALMPhase", "quartic_minimiser"]
@@ -129,14 +130,15 @@ class ALMPhase:
                 else:
                     rank_flag += 2 if steps <= MEDIUM else 3 if steps < HARD else 4
                 converged = self.eta <= 0.1 / st.rho
-                rank_trigger = (self.grow_ranks and rank_flag >= RANK_TRIGGER and outers_since_rank_change >= 2
-                                and self._can_grow())
+                rank_trigger = self._wants_growth(rank_flag, outers_since_rank_change) and \
+                    self._grown_ranks() is not None
                 if steps <= EASY or converged or rank_trigger or unsettled or outer_steps >= MAX_OUTER_STEPS:
                     break
             self._raise_penalty()
             outers_since_rank_change += 1
-            if self.grow_ranks and rank_flag >= RANK_TRIGGER and outers_since_rank_change >= 2 and self._can_grow():
-                self._grow_ranks()
+            new_ranks = self._grown_ranks() if self._wants_growth(rank_flag, outers_since_rank_change) else None
+            if new_ranks is not None:
+                self._grow_ranks(new_ranks)
                 rank_flag, outers_since_rank_change = 0, 0
             if self.switch or self.failed:
                 return
@@ -195,10 +197,15 @@ class ALMPhase:
     def _ready_for_phase_two(self, progress: Progress) -> bool:
         """LoRADS's two exits to phase II: ||A(X) - b||_2 / (1 + ||b||_inf) <= phase1_tol, or both the gap and
         ||A(X) - b||_2 / (1 + ||b||_1) <= phase1_tol / 1000. With the large-MaxCut tuning (phase1_tol 10) the
-        second fires long before the first, whose threshold does not grow with the number of constraints."""
-        tol = self.settings.phase1_tol
-        return progress.primal_infeasibility_inf <= tol or (
-            progress.gap <= 1e-3 * tol and progress.primal_infeasibility <= 1e-3 * tol)
+        second fires long before the first, whose threshold does not grow with the number of constraints.
+        A third exit: the gap and that primal infeasibility already meet the final ``tol``. The first test asks
+        for a residual whose root mean square shrinks like 1/sqrt(m), so with 2e8 constraints (completion,
+        n = 2e7) phase I otherwise ran on for hundreds of steps past the point where only the dual certificate
+        was left to check."""
+        tol, final = self.settings.phase1_tol, self.settings.tol
+        pinf, gap = progress.primal_infeasibility, progress.gap
+        return (progress.primal_infeasibility_inf <= tol or (gap <= 1e-3 * tol and pinf <= 1e-3 * tol)
+                or (gap <= final and pinf <= final))
 
     def _gradient(self):
         """2 (s C + A*(y)) R with y = -lambda + rho (A(X) - b), from the running C R."""
@@ -241,14 +248,21 @@ class ALMPhase:
             if self.eta > 0.1 / st.rho or st.rho > 1e12:
                 return
 
-    def _can_grow(self) -> bool:
-        return any(r < r_max for r, r_max in zip(self.state.ranks, self.max_ranks))
+    def _wants_growth(self, rank_flag: int, outers_since_rank_change: int) -> bool:
+        return self.grow_ranks and rank_flag >= RANK_TRIGGER and outers_since_rank_change >= 2
 
-    def _grow_ranks(self) -> None:
-        """Multiply every block's rank by ``rank_growth`` (up to its bound)."""
+    def _grown_ranks(self) -> list[int] | None:
+        """Every block's rank times ``rank_growth`` (up to its bound), or None when no rank can grow or the wider
+        factor would not fit in device memory."""
+        ranks = self.state.ranks
+        growth = self.settings.rank_growth
+        new_ranks = [min(int(math.ceil(growth * r)), r_max) for r, r_max in zip(ranks, self.max_ranks)]
+        if new_ranks == ranks or not widening_fits(self.backend, self.op.layout.n_rows, max(ranks), max(new_ranks)):
+            return None
+        return new_ranks
+
+    def _grow_ranks(self, new_ranks: list[int]) -> None:
         st = self.state
-        new_ranks = [min(int(math.ceil(self.settings.rank_growth * r)), r_max)
-                     for r, r_max in zip(st.ranks, self.max_ranks)]
         st.R = widen_factor(st.R, self.op.layout, st.ranks, new_ranks, self.xp)
         st.ranks = new_ranks
         self.lbfgs.reset()

@@ -27,7 +27,7 @@ from .admm import ADMMPhase
 from .alm import ALMPhase
 from .backend import select_backend
 from .certificates import ProblemNorms, dual_infeasibility, primal_infeasibility, relative_gap, stationary_multipliers
-from .layout import BlockLayout, CompressedOperator, estimate_device_bytes
+from .layout import BlockLayout, CompressedOperator, estimate_device_bytes, widening_fits
 from .result import Result, Status
 from .settings import Settings
 from .state import SolverState, block_ranks, widen_factor
@@ -311,25 +311,34 @@ def _two_phases(run: _Run) -> None:
 
 def _escape_directions(run: _Run, evaluation: _Evaluation):
     """Eigenvectors of the blocks whose dual slack has a clearly negative eigenvalue and whose rank
-    can still grow (a low-rank saddle point: X + t v v' lowers the objective), or None."""
+    can still grow (a low-rank saddle point: X + t v v' lowers the objective), or None; None also when the
+    wider factor would not fit in device memory."""
     if evaluation.errors["dual_infeasibility"] <= run.settings.tol:
         return None
     threshold = -0.1 * run.settings.tol * (1.0 + run.norms.C_1)
     directions = [vector if value < threshold and rank < rank_max else None
                   for (value, vector), rank, rank_max in zip(evaluation.eigenpairs, run.state.ranks, run.max_ranks)]
-    return directions if any(d is not None for d in directions) else None
+    if all(d is None for d in directions):
+        return None
+    ranks = run.state.ranks
+    fits = widening_fits(run.backend, run.op.layout.n_rows, max(ranks), max(_escape_ranks(run, directions)))
+    return directions if fits else None
+
+
+def _escape_ranks(run: _Run, directions) -> list[int]:
+    """The ranks after an escape along ``directions``: x ``rank_growth`` (at least +1) where a block has one."""
+    return [r if d is None else min(max(r + 1, int(math.ceil(run.settings.rank_growth * r))), r_max)
+            for r, r_max, d in zip(run.state.ranks, run.max_ranks, directions)]
 
 
 def _escape(run: _Run, directions) -> None:
     """Leave a low-rank saddle: grow the ranks of the blocks with escape directions, seeding the new
     columns along them (scaled to a tenth of the block's trace), then phase I starts again."""
     st, layout, xp = run.state, run.op.layout, run.backend.xp
-    new_ranks, seeds = list(st.ranks), list(directions)
+    new_ranks, seeds = _escape_ranks(run, directions), list(directions)
     for k, direction in enumerate(directions):
         if direction is None:
             continue
-        new_ranks[k] = min(max(st.ranks[k] + 1, int(math.ceil(run.settings.rank_growth * st.ranks[k]))),
-                           run.max_ranks[k])
         block = st.R[layout.offsets[k]:layout.offsets[k] + layout.sizes[k]]
         seeds[k] = math.sqrt(0.1 * float(xp.vdot(block, block))) * direction
     run.say(f"escaping a saddle point: ranks {st.ranks} -> {new_ranks}")

@@ -111,6 +111,15 @@ def estimate_device_bytes(problem, layout: BlockLayout, rank: int) -> int:
     return int(POOL_MARGIN * max(build, operator + factors))
 
 
+def widening_fits(backend, n_rows: int, old_width: int, new_width: int) -> bool:
+    """Whether the phases' factor arrays can grow from ``old_width`` to ``new_width`` columns within the device
+    memory still free (always on the CPU). A rank increase that would not fit is skipped instead of failing
+    inside CUDA: completion with n = 2e7 and 2e8 constraints reached 78 GiB of the H100's 80 at rank 26."""
+    free = backend.free_memory()
+    extra = POOL_MARGIN * FACTOR_ARRAYS * 8 * n_rows * max(new_width - old_width, 0)
+    return free is None or extra <= free
+
+
 class CompressedOperator:
     """The problem's data on one backend, in the column-compressed layout described above."""
 

@@ -7,7 +7,7 @@ import pytest
 from cvxpy_culorads import Settings, Status, solve
 from cvxpy_culorads.admm import ADMMPhase, conjugate_gradient
 from cvxpy_culorads.alm import LBFGS, ALMPhase, quartic_minimiser
-from cvxpy_culorads.backend import select_backend
+from cvxpy_culorads.backend import Backend, select_backend
 from cvxpy_culorads.certificates import ProblemNorms
 from cvxpy_culorads.kernels import CpuKernels
 from cvxpy_culorads.driver import _Run
@@ -87,6 +87,20 @@ def test_alm_reaches_the_switch_tolerance():
     assert rows[0].primal_infeasibility_inf > rows[-1].primal_infeasibility_inf
 
 
+def test_alm_hands_over_once_the_final_primal_tests_hold():
+    # phase1_tol so small that LoRADS's two exits cannot fire first: the third one, gap and primal
+    # infeasibility within the final tol, ends phase I
+    problem, _ = random_maxcut(40, 0.3, seed=3)
+    run = _run_for(problem, phase1_tol=1e-12, tol=1e-4)
+    alm = ALMPhase(run.op, run.state, run.settings, run.norms, run.max_ranks, outer_budget=200)
+    rows = list(alm.run())
+    assert alm.switch and not alm.failed
+    last = rows[-1]
+    assert last.gap <= 1e-4 and last.primal_infeasibility <= 1e-4
+    assert last.primal_infeasibility_inf > 1e-12
+    assert not any(row.gap <= 1e-4 and row.primal_infeasibility <= 1e-4 for row in rows[:-1])
+
+
 def test_widen_factor_keeps_blocks_apart():
     problem, _ = random_maxcut(30, 0.5, seed=4)
     run = _run_for(problem, rank=2)
@@ -105,6 +119,18 @@ def test_rank_one_start_escapes_to_the_optimum():
     result = solve(problem, device="cpu", rank=1)
     assert result.status is Status.OPTIMAL
     assert result.ranks[0] > 1
+
+
+def test_no_rank_growth_without_device_memory_for_it(monkeypatch):
+    # the problem of the test above needs rank > 1; with no memory to spare, neither phase I's rank trigger nor
+    # a saddle escape may widen the factor, and the status says the point is not optimal
+    problem, _ = random_maxcut(30, 0.5, seed=4)
+    free = iter([math.inf])  # the set-up check finds room for the initial rank; nothing is left after it
+    monkeypatch.setattr(Backend, "free_memory", lambda self: next(free, 0))
+    result = solve(problem, device="cpu", rank=1, max_iter=5000)
+    assert result.ranks == [1]
+    assert result.status is not Status.OPTIMAL
+    assert max(result.errors.values()) > 1e-5
 
 
 def test_admm_reaches_tol_from_the_alm_point():
