@@ -20,6 +20,7 @@ def _load(name: str):
     try:
         spec = importlib.util.spec_from_file_location(f"_culorads_bench_{name}", BENCHMARKS / f"{name}.py")
         module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module  # dataclasses look their module up there
         spec.loader.exec_module(module)
         return module
     finally:
@@ -68,3 +69,15 @@ def test_suite_run_writes_tables_with_known_optimum(tmp_path):
     assert float(rows["paper"]["vs_accurate"]) == pytest.approx(
         abs(float(rows["paper"]["value"]) - float(accurate["value"])) / abs(float(accurate["value"])))
     assert (tmp_path / "sdplib_cpu.md").read_text().count("| mcp124-1 |") == 2
+
+
+def test_completion_sizes_name_the_truths_rank():
+    suites = _load("suites")
+    default, rank_one = suites.instances("completion", "40:600,40:600:1", "cpu")
+    assert (default.name, rank_one.name) == ("completion_80_600", "completion_80_600_r1")
+    problem, extra = rank_one.build()
+    assert problem.m == 600 and tuple(problem.block_sizes) == (80,)
+    result = solve(problem, device="cpu")
+    assert result.status.value == "optimal"
+    columns = extra(result)
+    assert columns["truth_rank"] == 1 and columns["recovery"] < 0.1
