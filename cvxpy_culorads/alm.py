@@ -94,6 +94,7 @@ class ALMPhase:
         self.steps = 0
         self.switch = False  # a phase-I exit test passed (_ready_for_phase_two): hand over to phase II
         self.failed = False  # non-finite iterates
+        self.growth_skipped = False  # a rank increase was due but the wider factor would not fit in device memory
         self.G = None
         self.CR = None  # C R, kept up to date along the steps
         self.eta = math.inf
@@ -257,7 +258,10 @@ class ALMPhase:
         ranks = self.state.ranks
         growth = self.settings.rank_growth
         new_ranks = [min(int(math.ceil(growth * r)), r_max) for r, r_max in zip(ranks, self.max_ranks)]
-        if new_ranks == ranks or not widening_fits(self.backend, self.op.layout.n_rows, max(ranks), max(new_ranks)):
+        if new_ranks == ranks:
+            return None
+        if not widening_fits(self.backend, self.op.layout.n_rows, max(ranks), max(new_ranks)):
+            self.growth_skipped = True
             return None
         return new_ranks
 

@@ -37,6 +37,7 @@ __all__ = ["solve"]
 REOPT_ROUNDS = {0: 0, 1: 1, 2: 8}
 REOPT_ALM_OUTER = 3
 MAX_ESCAPES = 5  # rank increases driven by a negative eigenvalue of the dual slack
+MEMORY_BOUND_MESSAGE = "rank increase skipped: the wider factor would not fit in device memory"
 
 
 class _Stop(Exception):
@@ -301,12 +302,18 @@ def _two_phases(run: _Run) -> None:
     alm = ALMPhase(run.op, run.state, run.settings, run.norms, run.max_ranks,
                    outer_budget=run.settings.max_alm_outer)
     run.run_phase(alm, "alm")
+    _report_growth_skipped(run, alm)
     if alm.failed:
         raise _Stop(Status.NUMERICAL_ERROR)
     rho_max = _switch_to_admm(run.state, run.settings)
     admm = ADMMPhase(run.op, run.state, run.settings, run.norms, max_sweeps=run.settings.max_admm_iter,
                      reopt=False, rho_max=rho_max)
     run.run_phase(admm, "admm")
+
+
+def _report_growth_skipped(run: _Run, alm: ALMPhase) -> None:
+    if alm.growth_skipped:
+        run.say(MEMORY_BOUND_MESSAGE)
 
 
 def _escape_directions(run: _Run, evaluation: _Evaluation):
@@ -321,8 +328,10 @@ def _escape_directions(run: _Run, evaluation: _Evaluation):
     if all(d is None for d in directions):
         return None
     ranks = run.state.ranks
-    fits = widening_fits(run.backend, run.op.layout.n_rows, max(ranks), max(_escape_ranks(run, directions)))
-    return directions if fits else None
+    if not widening_fits(run.backend, run.op.layout.n_rows, max(ranks), max(_escape_ranks(run, directions))):
+        run.say(MEMORY_BOUND_MESSAGE)
+        return None
+    return directions
 
 
 def _escape_ranks(run: _Run, directions) -> list[int]:
@@ -367,6 +376,7 @@ def _reoptimise(run: _Run) -> None:
     alm = ALMPhase(run.op, st, settings, run.norms, run.max_ranks, outer_budget=REOPT_ALM_OUTER,
                    rho_factor=math.sqrt(2.0), grow_ranks=len(run.op.layout.sizes) <= 10, switch_when_feasible=False)
     run.run_phase(alm, "alm")
+    _report_growth_skipped(run, alm)
     rho_max = _switch_to_admm(st, settings)
     admm = ADMMPhase(run.op, st, settings, run.norms, max_sweeps=settings.max_admm_iter, reopt=True,
                      rho_max=rho_max)

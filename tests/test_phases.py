@@ -121,14 +121,15 @@ def test_rank_one_start_escapes_to_the_optimum():
     assert result.ranks[0] > 1
 
 
-def test_no_rank_growth_without_device_memory_for_it(monkeypatch):
+def test_no_rank_growth_without_device_memory_for_it(monkeypatch, capsys):
     # the problem of the test above needs rank > 1; with no memory to spare, neither phase I's rank trigger nor
     # a saddle escape may widen the factor, and the status says the point is not optimal
     problem, _ = random_maxcut(30, 0.5, seed=4)
     free = iter([math.inf])  # the set-up check finds room for the initial rank; nothing is left after it
     monkeypatch.setattr(Backend, "free_memory", lambda self: next(free, 0))
-    result = solve(problem, device="cpu", rank=1, max_iter=5000)
+    result = solve(problem, device="cpu", rank=1, max_iter=5000, verbose=True)
     assert result.ranks == [1]
+    assert "rank increase skipped" in capsys.readouterr().err
     assert result.status is not Status.OPTIMAL
     assert max(result.errors.values()) > 1e-5
 
