@@ -97,6 +97,11 @@ BUILD_BYTES = 96  # per entry of a symmetric pattern while it is sorted: coordin
 POOL_MARGIN = 1.15  # blocks CuPy's pool keeps for reuse (measured at n = 1e8: 64 GiB peak, 60 GiB in the phases)
 
 
+def _factor_arrays_bytes(n_rows: int, columns: int) -> int:
+    """Bytes of the phases' FACTOR_ARRAYS float64 arrays of n_rows x ``columns``."""
+    return FACTOR_ARRAYS * 8 * n_rows * columns
+
+
 def estimate_device_bytes(problem, layout: BlockLayout, rank: int) -> int:
     """An estimate of the device memory a solve needs at the given rank: the operator's build (sorting
     64-bit keys over the larger symmetric pattern) or its arrays plus the phases' factor arrays, with a
@@ -107,7 +112,7 @@ def estimate_device_bytes(problem, layout: BlockLayout, rank: int) -> int:
     a_symmetric = 2 * nnz_A  # entries of the pattern of A*(y), at most
     build = BUILD_BYTES * max(c_symmetric, a_symmetric)
     operator = 12 * c_symmetric + 2 * 12 * nnz_A + 24 * a_symmetric  # C; A_fold, At_raw; S with its gather
-    factors = FACTOR_ARRAYS * 8 * layout.n_rows * max(rank, 1)
+    factors = _factor_arrays_bytes(layout.n_rows, max(rank, 1))
     return int(POOL_MARGIN * max(build, operator + factors))
 
 
@@ -116,7 +121,7 @@ def widening_fits(backend, n_rows: int, old_width: int, new_width: int) -> bool:
     memory still free (always on the CPU). A rank increase that would not fit is skipped instead of failing
     inside CUDA: completion with n = 2e7 and 2e8 constraints reached 78 GiB of the H100's 80 at rank 26."""
     free = backend.free_memory()
-    extra = POOL_MARGIN * FACTOR_ARRAYS * 8 * n_rows * max(new_width - old_width, 0)
+    extra = POOL_MARGIN * _factor_arrays_bytes(n_rows, max(new_width - old_width, 0))
     return free is None or extra <= free
 
 
