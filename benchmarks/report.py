@@ -31,8 +31,10 @@ def result_fields(result, seconds: float, paper_seconds) -> dict:
     """The columns every suite reports for one solve: ``seconds`` is the time compared with the paper's
     ``paper_seconds`` (None where the paper has no entry)."""
     return dict(seconds=round(seconds, 3), setup_s=round(result.setup_time, 3),
-                alm_steps=result.iterations["alm"], admm_sweeps=result.iterations["admm"], rank=max(result.ranks),
+                alm_steps=result.iterations["alm"], admm_sweeps=result.iterations["admm"],
+                ipm_iters=result.iterations["interior_point"], rank=max(result.ranks),
                 alm_s=round(result.stage_times["alm"], 3), admm_s=round(result.stage_times["admm"], 3),
+                ipm_s=round(result.stage_times["interior_point"], 3),
                 certificates_s=round(result.stage_times["certificates"], 3),
                 pinf=result.errors["primal_infeasibility"], dinf=result.errors["dual_infeasibility"],
                 gap=result.errors["gap"], status=result.status.value,

@@ -40,6 +40,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--max-iter", type=int, help="limit on the total number of inner iterations")
     parser.add_argument("--rank", type=int, help="initial rank of every PSD block")
     parser.add_argument("--seed", type=int, help="random seed of the starting point")
+    parser.add_argument("--no-interior-point", action="store_true",
+                        help="never hand a small problem to the interior-point method (low-rank phases only)")
     parser.add_argument("--json", action="store_true", help="print one JSON object with the results on stdout")
     parser.add_argument("--save", metavar="FILE.npz", help="save the factors R_k, x_lp and the dual to an .npz")
     parser.add_argument("--quiet", action="store_true", help="no iteration log")
@@ -50,8 +52,10 @@ def _settings(args: argparse.Namespace) -> Settings:
     """The options given on the command line on top of the default settings."""
     given = {name: getattr(args, name) for name in ("device", "tol", "reopt_level", "time_limit", "max_iter",
                                                     "rank", "seed")}
-    return Settings.from_options(**{name: value for name, value in given.items() if value is not None},
-                                 verbose=not args.quiet)
+    options = {name: value for name, value in given.items() if value is not None}
+    if args.no_interior_point:
+        options["interior_point"] = False
+    return Settings.from_options(**options, verbose=not args.quiet)
 
 
 def _load(args: argparse.Namespace):

@@ -9,8 +9,11 @@ remain and ``reopt_level`` allows, it re-optimises ("polishes"): the objective i
 penalty weighs relatively less and optimality gains weight), the multipliers with it, and a short
 ALM run and an ADMM run follow. When polishing stops paying and the dual slack still has a clearly
 negative eigenvalue, the point is a low-rank saddle: the rank grows along that eigenvector and both
-phases run again. The best point seen is returned with an honest status. Phases are generators;
-this module alone owns time and iteration limits and the iteration log.
+phases run again. Problems small enough for a dense interior-point method (``interior_point.py``) go to
+it when the low-rank phases have used ``interior_point_patience`` inner iterations or end without
+meeting ``tol``: that is where low-rank methods stall (degenerate or high-rank optima). The best point
+seen is returned with an honest status. Phases are generators; this module alone owns time and
+iteration limits and the iteration log.
 """
 from __future__ import annotations
 
@@ -26,6 +29,7 @@ from threadpoolctl import threadpool_limits
 from .admm import ADMMPhase
 from .alm import ALMPhase
 from .backend import select_backend
+from .interior_point import InteriorPointPhase, work_bytes
 from .certificates import ProblemNorms, dual_infeasibility, primal_infeasibility, relative_gap, stationary_multipliers
 from .layout import BlockLayout, CompressedOperator, estimate_device_bytes, widening_fits
 from .result import Result, Status
@@ -37,7 +41,13 @@ __all__ = ["solve"]
 REOPT_ROUNDS = {0: 0, 1: 1, 2: 8}
 REOPT_ALM_OUTER = 3
 MAX_ESCAPES = 5  # rank increases driven by a negative eigenvalue of the dual slack
+PHASE_TAGS = {"alm": "ALM", "admm": "ADMM", "interior_point": "IPM"}  # Result.iterations key: Progress.phase
 MEMORY_BOUND_MESSAGE = "rank increase skipped: the wider factor would not fit in device memory"
+INTERIOR_POINT_MEMORY_MESSAGE = "interior-point method skipped: its dense work arrays would not fit in device memory"
+
+
+class _Handover(Exception):
+    """The low-rank phases used up ``interior_point_patience``: the interior-point method takes over."""
 
 
 class _Stop(Exception):
@@ -85,8 +95,11 @@ class _Run:
         self.log: list = []
         self._last_print = -math.inf
         self._eigenvectors = None  # of the dual slack at the last evaluation, the warm start of the next
-        self.stage_times = {"alm": 0.0, "admm": 0.0, "certificates": 0.0}
+        self.stage_times = {"alm": 0.0, "admm": 0.0, "interior_point": 0.0, "certificates": 0.0}
         self.state = self._initial_state(initial)
+        self.best = None  # the best _Snapshot so far
+        self.interior_point_bytes = work_bytes(problem) if settings.interior_point else None
+        self.in_interior_point = False
 
     def elapsed(self) -> float:
         return time.perf_counter() - self.start
@@ -104,15 +117,34 @@ class _Run:
 
     # ------------------------------------------------------------------ running phases
     def run_phase(self, phase, stage: str) -> None:
-        """Drive a phase's generator, enforcing limits and printing the log; its time counts to ``stage``."""
-        with self.timed(stage):
-            for progress in phase.run():
+        """Drive a phase's generator, enforcing limits and printing the log; its time counts to ``stage``. The
+        generator is closed on the way out, so its clean-up (``finally``) runs before the driver goes on."""
+        with self.timed(stage), contextlib.closing(phase.run()) as rows:
+            for progress in rows:
                 self.inner_iterations += 1
                 self.record(progress)
                 if self.elapsed() > self.settings.time_limit:
                     raise _Stop(Status.TIME_LIMIT)
                 if self.inner_iterations >= self.settings.max_iter:
                     raise _Stop(Status.ITERATION_LIMIT)
+                if self.inner_iterations >= self.settings.interior_point_patience and self.interior_point_available():
+                    raise _Handover()
+
+    def interior_point_available(self) -> bool:
+        """Whether the interior-point method may take over now: the problem is small enough for it and its work
+        arrays fit in the free device memory (a refusal is final, and the log says so)."""
+        if self.interior_point_bytes is None or self.in_interior_point:
+            return False
+        free = self.backend.free_memory()
+        if free is not None and self.interior_point_bytes > free:
+            self.say(INTERIOR_POINT_MEMORY_MESSAGE)
+            self.interior_point_bytes = None
+            return False
+        return True
+
+    def keep(self, snapshot: "_Snapshot") -> None:
+        """Remember ``snapshot`` if it is better than the best point so far."""
+        self.best = _better(self.best, snapshot, self)
 
     @contextlib.contextmanager
     def timed(self, stage: str):
@@ -215,41 +247,64 @@ def _solve(run: _Run) -> Result:
     run.say(f"cvxpy_culorads: {problem!r} on {run.backend.describe()}; initial ranks {run.state.ranks}")
     run.say(f"{'phase':>5} {'iter':>7} {'primal obj':>15} {'dual obj':>15} {'pinf':>9} {'gap':>9} "
             f"{'rho':>9} {'rank':>5} {'time':>9}")
-    stop_status, best = None, None
+    stop_status = None
     try:
-        _two_phases(run)
-        current = best = _Snapshot.of(run)
-        escapes = reopts = 0
-        strict = run.strict_dual_violation(current.evaluation) if run.uses_strict_test else 0.0
-        polish_stalled = False
-        while True:
-            # A negative eigenvalue of the dual slack means a saddle point only once the multipliers
-            # have settled: polish first, and escape (grow the rank) when polishing stops paying.
-            directions = _escape_directions(run, current.evaluation)
-            can_polish = reopts < REOPT_ROUNDS[settings.reopt_level]
-            if directions is not None and escapes < MAX_ESCAPES and (polish_stalled or not can_polish):
-                escapes += 1
-                _escape(run, directions)
-                _two_phases(run)
-            elif can_polish and (current.evaluation.worst > settings.tol or strict > settings.tol):
-                reopts += 1
-                _reoptimise(run)
-            else:
-                break
-            previous_dinf = current.evaluation.errors["dual_infeasibility"]
-            current = _Snapshot.of(run)
-            best = _better(best, current, run)
-            polish_stalled = current.evaluation.errors["dual_infeasibility"] > 0.5 * previous_dinf
-            # rounds that only serve the strict test stop once they stop paying (halving it)
-            if not run.uses_strict_test:
-                continue
-            previous, strict = strict, run.strict_dual_violation(current.evaluation)
-            if current.evaluation.worst <= settings.tol and strict > 0.5 * previous:
-                break
+        try:
+            _low_rank_phases(run)
+        except _Handover:
+            run.say(f"the low-rank phases used {run.inner_iterations} iterations: handing over to the "
+                    "interior-point method")
+            run.keep(_Snapshot.of(run))
+        if run.best.evaluation.worst > settings.tol and run.interior_point_available():
+            _interior_point(run)
     except _Stop as stop:
         stop_status = stop.status
-        best = _better(best, _Snapshot.of(run), run)
-    return _result(run, best, stop_status)
+        run.keep(_Snapshot.of(run))
+    return _result(run, run.best, stop_status)
+
+
+def _low_rank_phases(run: _Run) -> None:
+    """Both phases, then polishing rounds and saddle escapes while they pay; the best point is in ``run.best``."""
+    settings = run.settings
+    _two_phases(run)
+    current = _Snapshot.of(run)
+    run.keep(current)
+    escapes = reopts = 0
+    strict = run.strict_dual_violation(current.evaluation) if run.uses_strict_test else 0.0
+    polish_stalled = False
+    while True:
+        # A negative eigenvalue of the dual slack means a saddle point only once the multipliers
+        # have settled: polish first, and escape (grow the rank) when polishing stops paying.
+        directions = _escape_directions(run, current.evaluation)
+        can_polish = reopts < REOPT_ROUNDS[settings.reopt_level]
+        if directions is not None and escapes < MAX_ESCAPES and (polish_stalled or not can_polish):
+            escapes += 1
+            _escape(run, directions)
+            _two_phases(run)
+        elif can_polish and (current.evaluation.worst > settings.tol or strict > settings.tol):
+            reopts += 1
+            _reoptimise(run)
+        else:
+            return
+        previous_dinf = current.evaluation.errors["dual_infeasibility"]
+        current = _Snapshot.of(run)
+        run.keep(current)
+        polish_stalled = current.evaluation.errors["dual_infeasibility"] > 0.5 * previous_dinf
+        # rounds that only serve the strict test stop once they stop paying (halving it)
+        if not run.uses_strict_test:
+            continue
+        previous, strict = strict, run.strict_dual_violation(current.evaluation)
+        if current.evaluation.worst <= settings.tol and strict > 0.5 * previous:
+            return
+
+
+def _interior_point(run: _Run) -> None:
+    """The interior-point method from its own starting point; its best iterate replaces the state's point."""
+    run.in_interior_point = True
+    phase = InteriorPointPhase(run.problem, run.backend, run.state, run.op.layout, run.norms, run.settings.tol,
+                               run.op.row_scale)
+    run.run_phase(phase, "interior_point")
+    run.keep(_Snapshot.of(run))
 
 
 @dataclass
@@ -396,7 +451,7 @@ def _result(run: _Run, best: _Snapshot, stop_status: Status | None) -> Result:
     factors = [np.ascontiguousarray(R[o:o + n, :r]) for o, n, r in zip(layout.offsets, layout.sizes, best.ranks)]
     x_lp = R[layout.lp_offset:, 0] ** 2
     dual = backend.to_host(best.lam) / (best.c_scale * run.op.row_scale)
-    phases = {"alm": sum(p.phase == "ALM" for p in run.log), "admm": sum(p.phase == "ADMM" for p in run.log)}
+    phases = {name: sum(p.phase == tag for p in run.log) for name, tag in PHASE_TAGS.items()}
     result = Result(status=status, primal_objective=evaluation.primal_objective,
                     dual_objective=evaluation.dual_objective, errors=dict(evaluation.errors), factors=factors,
                     x_lp=x_lp, dual=dual, iterations=phases, ranks=list(best.ranks), solve_time=run.elapsed(),

@@ -47,14 +47,16 @@ class Result:
     - ``factors``: one host array R_k (n_k x r_k) per PSD block, X_k = R_k R_k'.
     - ``x_lp``: the nonnegative variables.
     - ``dual``: the multipliers lambda (C_k - sum_i lambda_i A_ik PSD at optimality).
-    - ``iterations``: inner iterations per phase (``alm`` L-BFGS steps, ``admm`` sweeps).
+    - ``iterations``: inner iterations per phase (``alm`` L-BFGS steps, ``admm`` sweeps, ``interior_point``
+      iterations of the interior-point finish for small problems).
     - ``ranks``: the final rank per PSD block.
     - ``min_eigenvalues``: lambda_min(C_k - A_k*(lambda)) per PSD block, the unnormalised dual
       infeasibility (the reported error divides by 1 + ||C||_1, which is large for dense C).
     - ``solve_time``: seconds of the whole call; ``setup_time``: the part spent building the compressed
       operator on the device (``solve_time - setup_time`` is comparable to the cuLoRADS paper's times,
       which start once the data is on the device).
-    - ``stage_times``: seconds spent in phase I (``alm``), phase II (``admm``) and measuring points
+    - ``stage_times``: seconds spent in phase I (``alm``), phase II (``admm``), the interior-point method
+      (``interior_point``) and measuring points
       (``certificates``: the errors, lambda_min, the stationary multipliers); the rest of
       ``solve_time - setup_time`` is the driver's own work (snapshots, rank changes).
     - ``peak_device_bytes``: the most device memory CuPy's pool held during the solve (0 on the CPU); it

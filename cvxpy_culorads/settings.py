@@ -35,6 +35,11 @@ class Settings:
     - ``rank``: initial rank of every PSD block (default: 2 ln n_k, capped by the Barvinok-Pataki bound).
     - ``seed``: random seed of the starting point.
     - ``verbose``: print the iteration log.
+    - ``interior_point``: for problems small enough for a dense interior-point method
+      (``interior_point.fits``: m <= 5000, blocks of order <= 1500), hand over to it when the
+      low-rank phases have used ``interior_point_patience`` inner iterations without finishing, or
+      finish with errors above ``tol``. It solves the small degenerate or high-rank problems (truss,
+      arch, control) where the low-rank method stalls.
 
     **Advanced settings** (LoRADS names in brackets): ``phase1_tol`` [phase1Tol] primal infeasibility at
     which phase I hands over to phase II; ``rho_max`` [rhoMax] ADMM penalty cap; ``max_alm_outer``
@@ -54,6 +59,8 @@ class Settings:
     rank: int | None = None
     seed: int = 925
     verbose: bool = False
+    interior_point: bool = True
+    interior_point_patience: int = 5000
 
     phase1_tol: float = 1e-3
     rho_max: float = 5000.0
@@ -80,7 +87,7 @@ class Settings:
             raise ValueError(f"log_every must be >= 0, got {self.log_every!r}")
         if self.reopt_level not in (0, 1, 2):
             raise ValueError(f"reopt_level must be 0, 1 or 2, got {self.reopt_level!r}")
-        for name in ("max_iter", "max_alm_outer", "max_admm_iter", "lbfgs_memory"):
+        for name in ("max_iter", "max_alm_outer", "max_admm_iter", "lbfgs_memory", "interior_point_patience"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
@@ -90,7 +97,7 @@ class Settings:
             raise ValueError(f"rank_growth must be > 1, got {self.rank_growth!r}")
         if not isinstance(self.seed, int):
             raise ValueError(f"seed must be an integer, got {self.seed!r}")
-        for name in ("verbose", "l2_rescaling"):
+        for name in ("verbose", "l2_rescaling", "interior_point"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
 

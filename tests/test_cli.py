@@ -6,7 +6,7 @@ import pytest
 
 pytest.importorskip("cvxpy_culorads.driver")  # the package (and so the CLI) needs the solver
 
-from cvxpy_culorads.cli import main  # noqa: E402
+from cvxpy_culorads.cli import _parser, _settings, main  # noqa: E402
 
 # MaxCut of the triangle in SDPA form (F0 = L/4, F_i = e_i e_i', c = 1): the SDP value is 9/4.
 TRIANGLE_SDPA = """\
@@ -48,8 +48,15 @@ def test_json_output(triangle, capsys):
     assert report["device"].startswith("cpu") and report["solve_time"] >= 0 and report["ranks"]
     assert report["peak_device_bytes"] == 0  # no device memory on the CPU
     stages = report["stage_times"]
-    assert set(stages) == {"alm", "admm", "certificates"} and stages["alm"] > 0 and stages["certificates"] > 0
+    assert set(stages) == {"alm", "admm", "interior_point", "certificates"}
+    assert stages["alm"] > 0 and stages["certificates"] > 0
     assert sum(stages.values()) <= report["solve_time"] - report["setup_time"] + 1e-6
+
+
+@pytest.mark.parametrize("flags, enabled", [([], True), (["--no-interior-point"], False)])
+def test_interior_point_switch(flags, enabled):
+    settings = _settings(_parser().parse_args(["problem.dat-s"] + flags))
+    assert settings.interior_point is enabled
 
 
 def test_summary_and_save(triangle, tmp_path, capsys):

@@ -1,0 +1,364 @@
+"""The interior-point finish: a primal-dual path-following method for problems with small dense blocks.
+
+Low-rank methods stall where the optimum is not low rank or is degenerate (SDPLIB's truss* and arch*,
+thetaG11: LoRADS's C code fails on them as well), yet such problems are usually small. When every PSD
+block is small enough to hold densely and the m x m Schur complement fits (``fits``), the driver hands
+a problem that the low-rank phases have not certified to this method (``Settings.interior_point``).
+It is the infeasible-start primal-dual method with the HKM direction and Mehrotra's
+predictor-corrector, as in SDPT3 and SDPA, written against the array namespace so it runs on either
+backend: per iteration one m x m Cholesky factorisation, and per block an inverse, a Cholesky
+factorisation and an eigenvalue problem of order n_k. The Schur complement
+M_ij = sum_k <A_ik, X_k A_jk S_k^-1> is formed per block either over the positions the constraints
+touch (|Omega_k|^2 memory: few positions, e.g. the theta problems) or from dense copies of the
+constraint matrices (m_k n_k^2 memory: few dense constraints, e.g. arch*), whichever is smaller. The
+phase is a generator of ``Progress`` rows; at the end it leaves its best iterate in the solver state
+as a factor (X_k = R_k R_k' from the eigendecomposition) and multipliers, which the driver then
+measures from scratch like any other point.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import scipy.sparse as sp
+
+from .certificates import relative_gap
+from .state import Progress, SolverState
+
+__all__ = ["InteriorPointPhase", "fits", "work_bytes"]
+
+MAX_CONSTRAINTS = 5000  # the dense m x m Schur complement and its Cholesky factor
+MAX_BLOCK_ORDER = 1500  # dense inverse, Cholesky and eigenvalue problems of this order per iteration
+MAX_ROUTE_ENTRIES = 3 * 10 ** 7  # float64 entries of one block's Schur complement work arrays
+MAX_ITERATIONS = 100
+STALL_ITERATIONS = 10  # iterations without a new best error estimate that end the method
+TARGET_SHARE = 0.1  # the iteration stops once its own error estimates are this share of tol
+FACTOR_CUTOFF = 1e-13  # eigenvalues of X_k below this share of the largest are left out of the factor
+
+
+class _Block:
+    """One PSD block on the backend: the positions its constraints touch and the matrices of its Schur route."""
+
+    def __init__(self, problem, k: int, backend, by_positions: bool | None = None):
+        xp = backend.xp
+        n, coeff = problem.block_sizes[k], problem.A_coords[k]
+        self.n = n
+        keys = coeff.row * n + coeff.col
+        positions, index = np.unique(keys, return_inverse=True)
+        self.constraints, row_of = np.unique(coeff.con, return_inverse=True)  # those touching the block
+        rows, cols = positions // n, positions % n
+        fold = np.where(rows == cols, 1.0, 2.0)
+        shape = (self.constraints.size, positions.size)
+        A = sp.csr_array((coeff.val, (row_of, index)), shape=shape)
+        self.A = backend.csr(A)  # coefficient a_ip of constraint i at position p
+        self.A_fold = backend.csr(A * fold)  # <A_i, X> = sum_p A_fold[i, p] X[p]
+        self.rows, self.cols = xp.asarray(rows), xp.asarray(cols)
+        self.constraint_index = xp.asarray(self.constraints)
+        c_rows, c_cols, c_vals = problem.C_coords[k]
+        C = np.zeros((n, n))
+        C[c_rows, c_cols] = c_vals
+        C[c_cols, c_rows] = c_vals
+        self.C = xp.asarray(C)
+        self.C_norm_fro = float(np.linalg.norm(C))
+        squares = np.bincount(row_of, fold[index] * coeff.val ** 2, minlength=shape[0])
+        self.A_norms_fro = np.sqrt(squares)  # ||A_ik||_F of the touching constraints
+        if by_positions is None:  # the smaller route; the argument is for testing both
+            by_positions = route_entries(positions.size, self.constraints.size, n)[0]
+        self.by_positions = by_positions
+        if self.by_positions:
+            half = np.where(rows == cols, 0.5, 1.0)  # A_i = sum_p a_ip c_p (e_u e_v' + e_v e_u')
+            self.halves = xp.asarray(np.outer(half, half))
+        else:
+            dense = np.zeros((self.constraints.size, n, n))
+            dense[row_of, coeff.row, coeff.col] = coeff.val
+            dense[row_of, coeff.col, coeff.row] = coeff.val
+            self.dense = xp.asarray(dense.reshape(self.constraints.size, n * n))
+
+    def apply(self, X):
+        """(<A_i, X>) over the touching constraints, for a symmetric X."""
+        return self.A_fold @ X[self.rows, self.cols]
+
+    def adjoint(self, y, xp):
+        """sum_i y_i A_ik as a dense matrix (y over all constraints)."""
+        values = self.A.T @ y[self.constraint_index]
+        out = xp.zeros((self.n, self.n))
+        out[self.rows, self.cols] = values
+        out[self.cols, self.rows] = values
+        return out
+
+    def schur(self, X, Z):
+        """The block's part of the Schur complement, (<A_i, X A_j Z>) over its touching constraints."""
+        if self.by_positions:
+            u, v = self.rows, self.cols
+            Xu, Xv, Zu, Zv = X[u], X[v], Z[u], Z[v]
+            # entry (p, q) for p = (u, v), q = (s, t): X_vs Z_ut + X_vt Z_us + X_us Z_vt + X_ut Z_vs
+            K = Xv[:, u] * Zu[:, v] + Xv[:, v] * Zu[:, u] + Xu[:, u] * Zv[:, v] + Xu[:, v] * Zv[:, u]
+            K *= self.halves
+            return self.A @ (self.A @ K).T
+        m_k = self.dense.shape[0]
+        products = (X @ self.dense.reshape(m_k, self.n, self.n) @ Z).reshape(m_k, self.n * self.n)
+        return self.dense @ products.T
+
+
+def route_entries(positions: int, constraints: int, n: int) -> tuple[bool, int]:
+    """(whether the positions route is the smaller, entries of the smaller route's work arrays)."""
+    by_positions, dense = positions * positions, constraints * n * n
+    return by_positions <= dense, min(by_positions, dense)
+
+
+def work_bytes(problem) -> int | None:
+    """An estimate of the method's memory (the m x m Schur complement, its factor and a copy; each block's Schur
+    route and a score of n_k x n_k iterates and directions), or None when the problem is too large for it."""
+    if problem.m > MAX_CONSTRAINTS or any(n > MAX_BLOCK_ORDER for n in problem.block_sizes):
+        return None
+    entries = 3 * problem.m ** 2 + 4 * problem.n_lp
+    for n, coeff in zip(problem.block_sizes, problem.A_coords):
+        positions = np.unique(coeff.row * n + coeff.col).size
+        constraints = np.unique(coeff.con).size
+        route = route_entries(positions, constraints, n)[1]
+        if route > MAX_ROUTE_ENTRIES:
+            return None
+        entries += 5 * route + 20 * n * n
+    return 8 * entries
+
+
+def fits(problem) -> bool:
+    """Whether the interior-point method's dense work arrays are small enough for it to be cheap."""
+    return work_bytes(problem) is not None
+
+
+class InteriorPointPhase:
+    """The primal-dual interior-point method on the whole problem; iterate with ``for progress in phase.run()``."""
+
+    def __init__(self, problem, backend, state: SolverState, layout, norms, tol: float, row_scale: float):
+        self.backend, self.xp = backend, backend.xp
+        self.state, self.layout, self.norms = state, layout, norms
+        self.row_scale = row_scale
+        self.target = TARGET_SHARE * tol
+        xp = self.xp
+        self.blocks = [_Block(problem, k, backend) for k in range(problem.num_blocks)]
+        self.b = xp.asarray(problem.b)
+        self.c_lp = xp.asarray(problem.c_lp)
+        self.A_lp = backend.csr(problem.A_lp)
+        self.A_lp_t = backend.csr(sp.csr_array(problem.A_lp).T)
+        self.m = problem.m
+        self.best = None  # (worst error estimate, X blocks, x, y)
+        self.best_iteration = 0
+        self.X, self.S, self.x, self.s, self.y = self._starting_point(problem)
+
+    # ------------------------------------------------------------------ set-up
+    def _starting_point(self, problem):
+        """X = xi I, S = eta I per block (and x = xi, s = eta), y = 0: the scaling of SDPT3's default start."""
+        xp = self.xp
+        b_abs = np.abs(problem.b)
+        X, S = [], []
+        for block in self.blocks:
+            n, root = block.n, math.sqrt(block.n)
+            rhs = (1.0 + b_abs[block.constraints]) / (1.0 + block.A_norms_fro)
+            xi = max(10.0, root, n * float(rhs.max(initial=0.0)))
+            eta = max(10.0, root, (1.0 + max(float(block.A_norms_fro.max(initial=0.0)), block.C_norm_fro)) / root)
+            X.append(xi * xp.eye(n))
+            S.append(eta * xp.eye(n))
+        n_lp = problem.n_lp
+        A_lp = sp.csc_array(problem.A_lp)
+        column_norms = np.sqrt(np.asarray(A_lp.multiply(A_lp).sum(axis=0))).ravel() if n_lp else np.zeros(0)
+        xi = max(10.0, float(((1.0 + b_abs.max(initial=0.0)) / (1.0 + column_norms)).max(initial=0.0)))
+        eta = max(10.0, 1.0 + max(float(column_norms.max(initial=0.0)), float(np.abs(problem.c_lp).max(initial=0.0))))
+        return X, S, xi * xp.ones(n_lp), eta * xp.ones(n_lp), xp.zeros(self.m)
+
+    # ------------------------------------------------------------------ operators
+    def _apply(self, matrices, x):
+        """A(X) + A_lp x for block matrices ``matrices``."""
+        out = self.A_lp @ x if x.size else self.xp.zeros(self.m)
+        for block, M in zip(self.blocks, matrices):
+            out[block.constraint_index] += block.apply(M)
+        return out
+
+    def _dual_residuals(self):
+        xp = self.xp
+        Rd = [block.C - block.adjoint(self.y, xp) - S for block, S in zip(self.blocks, self.S)]
+        rd_lp = self.c_lp - self.A_lp_t @ self.y - self.s
+        return Rd, rd_lp
+
+    # ------------------------------------------------------------------ the loop
+    def run(self):
+        try:
+            yield from self._iterations()
+        finally:
+            self._store_best()
+
+    def _iterations(self):
+        xp = self.xp
+        nu = sum(block.n for block in self.blocks) + self.x.size
+        for iteration in range(1, MAX_ITERATIONS + 1):
+            rp = self.b - self._apply(self.X, self.x)
+            Rd, rd_lp = self._dual_residuals()
+            primal = float(sum(xp.vdot(block.C, X) for block, X in zip(self.blocks, self.X)) + self.c_lp @ self.x)
+            dual = float(self.b @ self.y)
+            residual = float(xp.linalg.norm(rp))
+            progress = Progress.measure("IPM", iteration, residual, primal, dual, self.norms,
+                                        self._mu(nu), [block.n for block in self.blocks])
+            dual_residual = (sum(float(xp.linalg.norm(R)) for R in Rd) + float(xp.linalg.norm(rd_lp))) / \
+                (1.0 + self.norms.C_1)
+            worst = max(progress.primal_infeasibility, dual_residual, relative_gap(primal, dual))
+            if not math.isfinite(worst):
+                return
+            if self.best is None or worst < self.best[0]:
+                self.best = (worst, [X.copy() for X in self.X], self.x.copy(), self.y.copy())
+                self.best_iteration = iteration
+            yield progress
+            stalled = iteration - self.best_iteration >= STALL_ITERATIONS
+            if worst <= self.target or stalled or not self._step(rp, Rd, rd_lp, nu):
+                return
+
+    def _mu(self, nu: int) -> float:
+        xp = self.xp
+        total = sum(xp.vdot(X, S) for X, S in zip(self.X, self.S)) + self.x @ self.s
+        return float(total) / nu
+
+    def _step(self, rp, Rd, rd_lp, nu: int) -> bool:
+        """One predictor-corrector step; False when the Schur complement cannot be factorised or neither
+        iterate can move (rounding has cost definiteness)."""
+        xp = self.xp
+        Z = [xp.linalg.inv(S) for S in self.S]
+        ratio = self.x / self.s
+        factor = self._factorise(self._schur(Z, ratio))
+        if factor is None:
+            return False
+        mu = self._mu(nu)
+        # predictor: the affine-scaling direction (target X S = 0)
+        affine = self._direction(factor, [-X for X in self.X], -self.x, rp, Rd, rd_lp, Z, ratio)
+        if affine is None:
+            return False
+        alpha_p, alpha_d = self._step_lengths(affine, 1.0)
+        dX, dS, dx, ds, _ = affine
+        mu_affine = float(sum(xp.vdot(X + alpha_p * a, S + alpha_d * c) for X, a, S, c in zip(self.X, dX, self.S, dS))
+                          + (self.x + alpha_p * dx) @ (self.s + alpha_d * ds)) / nu
+        if not math.isfinite(mu_affine):
+            return False
+        sigma = min(1.0, max(0.0, mu_affine / mu) ** 3)
+        # corrector: target sigma mu I, with the second-order term of the predictor
+        targets = [sigma * mu * Zk - X - a @ c @ Zk for Zk, X, a, c in zip(Z, self.X, dX, dS)]
+        t_lp = sigma * mu / self.s - self.x - dx * ds / self.s
+        direction = self._direction(factor, targets, t_lp, rp, Rd, rd_lp, Z, ratio)
+        if direction is None:
+            return False
+        alpha_p, alpha_d = self._step_lengths(direction, None)
+        if alpha_p <= 0.0 and alpha_d <= 0.0:
+            return False
+        dX, dS, dx, ds, dy = direction
+        self.X = [X + alpha_p * d for X, d in zip(self.X, dX)]
+        self.x = self.x + alpha_p * dx
+        self.S = [S + alpha_d * d for S, d in zip(self.S, dS)]
+        self.s = self.s + alpha_d * ds
+        self.y = self.y + alpha_d * dy
+        return True
+
+    def _schur(self, Z, ratio):
+        xp = self.xp
+        M = xp.asarray((self.A_lp @ self.backend.csr(sp.diags_array(self.backend.to_host(ratio))) @ self.A_lp_t)
+                       .toarray()) if self.x.size else xp.zeros((self.m, self.m))
+        for block, X, Zk in zip(self.blocks, self.X, Z):
+            index = block.constraint_index
+            M[index[:, None], index[None, :]] += block.schur(X, Zk)
+        return M
+
+    def _factorise(self, M):
+        """The Cholesky factor of M, with a tiny diagonal shift if rounding made it indefinite; None if that fails."""
+        xp = self.xp
+        M = 0.5 * (M + M.T)
+        shift = 0.0
+        for _ in range(3):
+            try:
+                L = xp.linalg.cholesky(M + shift * xp.eye(self.m))
+            except np.linalg.LinAlgError:
+                L = None
+            if L is not None and bool(xp.isfinite(L).all()):  # CuPy returns NaN instead of raising
+                return L
+            shift = max(10.0 * shift, 1e-13 * float(xp.abs(xp.diagonal(M)).max()))
+        return None
+
+    def _solve(self, L, h):
+        xp = self.xp
+        solve = _triangular_solver(self.backend)
+        return solve(L.T, solve(L, h, lower=True), lower=False) if L.size else xp.zeros(0)
+
+    def _direction(self, L, targets, t_lp, rp, Rd, rd_lp, Z, ratio):
+        """The HKM direction: dX = sym(T - X dS S^-1), dS = R_d - A*(dy), with M dy = r_p - A(T - X R_d S^-1);
+        None when it is not finite (the iterates of a problem without a solution diverge)."""
+        xp = self.xp
+        shifted = [_sym(T - X @ R @ Zk) for T, X, R, Zk in zip(targets, self.X, Rd, Z)]
+        rhs = rp - self._apply(shifted, t_lp - ratio * rd_lp)
+        if not bool(xp.isfinite(rhs).all()):
+            return None
+        dy = self._solve(L, rhs)
+        dS = [R - block.adjoint(dy, xp) for block, R in zip(self.blocks, Rd)]
+        ds = rd_lp - self.A_lp_t @ dy
+        dX = [_sym(T - X @ d @ Zk) for T, X, d, Zk in zip(targets, self.X, dS, Z)]
+        dx = t_lp - ratio * ds
+        return dX, dS, dx, ds, dy
+
+    def _step_lengths(self, direction, fraction):
+        """(primal, dual) step lengths keeping the iterates positive definite: all the way to the boundary
+        times ``fraction``, or (None) the SDPT3 rule 0.9 + 0.09 min(alpha) of the predictor."""
+        dX, dS, dx, ds, _ = direction
+        primal = min([_max_step(X, d, self.xp) for X, d in zip(self.X, dX)] + [_max_ratio(self.x, dx)])
+        dual = min([_max_step(S, d, self.xp) for S, d in zip(self.S, dS)] + [_max_ratio(self.s, ds)])
+        if fraction is None:
+            fraction = 0.9 + 0.09 * min(1.0, primal, dual)
+        return min(1.0, fraction * primal), min(1.0, fraction * dual)
+
+    # ------------------------------------------------------------------ hand-over
+    def _store_best(self) -> None:
+        """The best iterate as the state's factor and (scaled) multipliers."""
+        if self.best is None:
+            return
+        xp, layout, st = self.xp, self.layout, self.state
+        _, X, x, y = self.best
+        factors = [_psd_factor(Xk, xp) for Xk in X]
+        ranks = [max(1, F.shape[1]) for F in factors]
+        R = xp.zeros((layout.n_rows, max(ranks + [1])))
+        for offset, F in zip(layout.offsets, factors):
+            R[offset:offset + F.shape[0], :F.shape[1]] = F
+        R[layout.lp_offset:, 0] = xp.sqrt(xp.maximum(x, 0.0))
+        st.R, st.ranks = R, ranks
+        st.lam = y * (self.row_scale * st.c_scale)
+        st.Avals = None
+
+
+def _sym(M):
+    return 0.5 * (M + M.T)
+
+
+def _triangular_solver(backend):
+    if backend.is_gpu:
+        import cupyx.scipy.linalg
+        return cupyx.scipy.linalg.solve_triangular
+    import scipy.linalg
+    return scipy.linalg.solve_triangular
+
+
+def _max_step(X, dX, xp) -> float:
+    """The largest alpha with X + alpha dX positive semidefinite; 0 when rounding has left X indefinite."""
+    try:
+        L_inv = xp.linalg.inv(xp.linalg.cholesky(X))
+    except np.linalg.LinAlgError:
+        return 0.0
+    smallest = float(xp.linalg.eigvalsh(L_inv @ dX @ L_inv.T)[0])
+    if not math.isfinite(smallest):  # CuPy's Cholesky returns NaN instead of raising
+        return 0.0
+    return math.inf if smallest >= 0 else -1.0 / smallest
+
+
+def _max_ratio(x, dx) -> float:
+    negative = dx < 0
+    if x.size == 0 or not bool(negative.any()):
+        return math.inf
+    return float((-x[negative] / dx[negative]).min())
+
+
+def _psd_factor(X, xp):
+    """R with R R' = X (dropping eigenvalues that are zero to rounding)."""
+    values, vectors = xp.linalg.eigh(_sym(X))
+    keep = values > FACTOR_CUTOFF * max(float(values[-1]), 0.0)
+    return vectors[:, keep] * xp.sqrt(values[keep])

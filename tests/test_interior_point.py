@@ -1,0 +1,102 @@
+"""The interior-point finish: its Schur complement against the definition, solves against references, the
+hand-over rules, and honest statuses when it is cut short or the problem has no solution."""
+import math
+
+import numpy as np
+import pytest
+
+from cvxpy_culorads import SDPProblem, Status, read_sdpa, solve
+from cvxpy_culorads.backend import Backend, select_backend
+from cvxpy_culorads.driver import INTERIOR_POINT_MEMORY_MESSAGE
+from cvxpy_culorads.interior_point import MAX_CONSTRAINTS, _Block, fits, work_bytes
+
+from conftest import DEVICES, data_file, dense_blocks, random_mixed_problem, sdplib_optimum
+from test_solver import _clarabel_value, _own_errors
+
+
+def _random_pd(n, rng):
+    M = rng.standard_normal((n, n))
+    return M @ M.T + n * np.eye(n)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("by_positions", [True, False])
+def test_schur_complement_is_the_trace_formula(by_positions, device):
+    # M_ij = <A_i, X A_j Z> for both ways of forming it, on a block with diagonal and off-diagonal coefficients
+    problem = random_mixed_problem(3)
+    backend = select_backend(device)
+    rng = np.random.default_rng(0)
+    _, A = dense_blocks(problem)
+    for k, n in enumerate(problem.block_sizes):
+        block = _Block(problem, k, backend, by_positions=by_positions)
+        X, Z = _random_pd(n, rng), _random_pd(n, rng)
+        got = backend.to_host(block.schur(backend.asarray(X), backend.asarray(Z)))
+        rows = [A[i][k] for i in block.constraints]
+        expected = np.array([[np.trace(Ai @ X @ Aj @ Z) for Aj in rows] for Ai in rows])
+        np.testing.assert_allclose(got, expected, rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_interior_point_matches_clarabel(device):
+    problem = random_mixed_problem(2)
+    result = solve(problem, device=device, interior_point_patience=1)
+    assert result.iterations["alm"] == 1 and result.iterations["interior_point"] > 0
+    assert result.status is Status.OPTIMAL, result.summary()
+    assert result.primal_objective == pytest.approx(_clarabel_value(problem), rel=1e-5, abs=1e-7)
+    errors, primal = _own_errors(problem, result)
+    assert primal == pytest.approx(result.primal_objective, rel=1e-10)
+    for key, value in errors.items():
+        assert value == pytest.approx(result.errors[key], rel=1e-4, abs=1e-9)
+    assert result.x_lp.shape == (problem.n_lp,) and np.all(result.x_lp >= 0)
+    assert all(R.shape == (n, r) for R, n, r in zip(result.factors, problem.block_sizes, result.ranks))
+
+
+@pytest.mark.parametrize("name", ["truss5", "arch0"])
+def test_problems_where_the_low_rank_method_stalls(name):
+    # LoRADS (ours before the hand-over, and the C code) ends far from tol here; default settings
+    result = solve(read_sdpa(data_file("sdplib", f"{name}.dat-s")), device="cpu")
+    assert result.iterations["interior_point"] > 0
+    assert result.status is Status.OPTIMAL, result.summary()
+    assert result.max_error <= 1e-5
+    assert -result.primal_objective == pytest.approx(sdplib_optimum(name), rel=1e-4)
+
+
+def test_switched_off_it_never_runs():
+    result = solve(random_mixed_problem(2), device="cpu", interior_point=False, interior_point_patience=1)
+    assert result.iterations["interior_point"] == 0
+    assert result.stage_times["interior_point"] == 0.0
+
+
+def test_a_limit_inside_it_returns_its_point_with_an_honest_status():
+    problem = random_mixed_problem(2)
+    result = solve(problem, device="cpu", interior_point_patience=1, max_iter=4)
+    assert result.status is Status.ITERATION_LIMIT
+    assert result.iterations == {"alm": 1, "admm": 0, "interior_point": 3}
+    errors, _ = _own_errors(problem, result)
+    for key, value in errors.items():  # the errors describe the returned point, whichever phase made it
+        assert value == pytest.approx(result.errors[key], rel=1e-4, abs=1e-9)
+
+
+def test_an_infeasible_problem_is_not_reported_optimal():
+    # x1 + x2 = -1 with x >= 0 and tr X = 1: no feasible point
+    problem = SDPProblem(np.array([1.0, -1.0]), [np.eye(2)], [([0, 0], [0, 1], [0, 1], [1.0, 1.0])],
+                         c_lp=np.ones(2), A_lp=np.array([[0.0, 0.0], [1.0, 1.0]]))
+    result = solve(problem, device="cpu", interior_point_patience=1)
+    assert result.iterations["interior_point"] > 0
+    assert result.status is not Status.OPTIMAL
+
+
+def test_only_small_problems_fit():
+    n = MAX_CONSTRAINTS + 1
+    idx = np.arange(n)
+    diagonal = SDPProblem(np.ones(n), [None], [(idx, idx, idx, np.ones(n))], block_sizes=[n])
+    assert not fits(diagonal) and work_bytes(diagonal) is None
+    assert fits(random_mixed_problem(0))
+
+
+def test_it_is_skipped_without_device_memory_for_it(monkeypatch, capsys):
+    free = iter([math.inf])  # room for the low-rank phases' set-up, none for the dense work arrays
+    monkeypatch.setattr(Backend, "free_memory", lambda self: next(free, 0))
+    result = solve(random_mixed_problem(2), device="cpu", interior_point_patience=1, max_iter=200, verbose=True)
+    assert result.iterations["interior_point"] == 0
+    assert INTERIOR_POINT_MEMORY_MESSAGE in capsys.readouterr().err
