@@ -11,12 +11,13 @@ Usage::
 Suites and profiles are described in ``suites.py``. For every instance it builds the problem (its time is
 ``build_s``), then for every profile solves it and records the time after the data reached the device (``seconds``,
 the number the paper reports; ``setup_s`` is the compression onto the device), its split over phase I, phase II, the
-interior-point finish and the certificates (``alm_s``, ``admm_s``, ``ipm_s``, ``certificates_s``), iterations, rank, the value (of the maximisation for
-MaxCut and SDPA files), the error against a known optimum where the data set has one (``rel_error``) or against the
-``accurate`` profile's value (``vs_accurate``), the three DIMACS errors, the status, the peak device memory and the
-paper's H100 time with our ratio. With ``--compare`` the same SDP goes through CVXPY to SCS / Clarabel (up to the
-sizes of ``compare.PEER_MAX_N``), in the same run, reported on the instance's first row. A line per instance as it
-finishes, then a Markdown table; ``<suite>_<device>.csv`` and ``.md`` go to ``--out``. ``plot.py`` draws the
+interior-point finish and the certificates (``alm_s``, ``admm_s``, ``ipm_s``, ``certificates_s``), iterations
+(``alm_steps``, ``admm_sweeps``, ``ipm_iters``), rank, the value (of the maximisation for MaxCut and SDPA files),
+the error against a known optimum where the data set has one (``rel_error``) or against the ``accurate`` profile's
+value (``vs_accurate``), the three DIMACS errors, the status, the peak device memory and the paper's H100 time with
+our ratio. With ``--compare`` the same SDP goes through CVXPY to SCS / Clarabel (up to the sizes of
+``compare.PEER_MAX_N``), in the same run, reported on the instance's first row. A line per instance as it finishes,
+then a Markdown table; ``<suite>_<device>.csv`` and ``.md`` go to ``--out``. ``plot.py`` draws the
 time-versus-n figure.
 """
 from __future__ import annotations

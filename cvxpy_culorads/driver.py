@@ -235,11 +235,7 @@ def solve(problem, settings: Settings | None = None, **options) -> Result:
     measured on the returned factors and multipliers are all within ``tol``.
     """
     settings = Settings.from_options(settings, **options)
-    run = _Run(problem, settings)
-    # The CPU path makes many BLAS-1 calls on arrays of 10^4..10^6 entries: multithreaded OpenBLAS
-    # gains nothing there and, with the cores busy, turns a 12 us dot into a millisecond one.
-    with threadpool_limits(limits=1, user_api="blas") if not run.backend.is_gpu else contextlib.nullcontext():
-        return _solve(run)
+    return _solve(_Run(problem, settings))
 
 
 def _solve(run: _Run) -> Result:
@@ -248,9 +244,15 @@ def _solve(run: _Run) -> Result:
     run.say(f"{'phase':>5} {'iter':>7} {'primal obj':>15} {'dual obj':>15} {'pinf':>9} {'gap':>9} "
             f"{'rho':>9} {'rank':>5} {'time':>9}")
     stop_status = None
+    # The low-rank phases make many BLAS-1 calls on arrays of 10^4..10^6 entries: multithreaded OpenBLAS
+    # gains nothing there and, with the cores busy, turns a 12 us dot into a millisecond one. The
+    # interior-point method's dense factorisations do gain from threads.
+    single_threaded = (threadpool_limits(limits=1, user_api="blas") if not run.backend.is_gpu
+                       else contextlib.nullcontext())
     try:
         try:
-            _low_rank_phases(run)
+            with single_threaded:
+                _low_rank_phases(run)
         except _Handover:
             run.say(f"the low-rank phases used {run.inner_iterations} iterations: handing over to the "
                     "interior-point method")

@@ -8,9 +8,9 @@ import pytest
 from cvxpy_culorads import SDPProblem, Status, read_sdpa, solve
 from cvxpy_culorads.backend import Backend, select_backend
 from cvxpy_culorads.driver import INTERIOR_POINT_MEMORY_MESSAGE
-from cvxpy_culorads.interior_point import MAX_CONSTRAINTS, _Block, fits, work_bytes
+from cvxpy_culorads.interior_point import DEVICE_MIN_ORDER, MAX_CONSTRAINTS, _Block, fits, work_bytes
 
-from conftest import DEVICES, data_file, dense_blocks, random_mixed_problem, sdplib_optimum
+from conftest import DEVICES, data_file, dense_blocks, random_maxcut, random_mixed_problem, sdplib_optimum
 from test_solver import _clarabel_value, _own_errors
 
 
@@ -51,9 +51,23 @@ def test_interior_point_matches_clarabel(device):
     assert all(R.shape == (n, r) for R, n, r in zip(result.factors, problem.block_sizes, result.ranks))
 
 
-@pytest.mark.parametrize("name", ["truss5", "arch0"])
+@pytest.mark.parametrize("device", DEVICES)
+def test_interior_point_agrees_with_the_low_rank_phases(device):
+    # a block of order >= DEVICE_MIN_ORDER, so on a GPU the method runs there; two independent methods, one optimum
+    problem, _ = random_maxcut(DEVICE_MIN_ORDER + 6, 0.2, seed=3)
+    low_rank = solve(problem, device=device, interior_point=False)
+    interior = solve(problem, device=device, interior_point_patience=1)
+    assert interior.iterations["interior_point"] > 0 and low_rank.iterations["interior_point"] == 0
+    for result in (low_rank, interior):
+        assert result.status is Status.OPTIMAL, result.summary()
+    assert interior.primal_objective == pytest.approx(low_rank.primal_objective, rel=2e-5)
+    errors, _ = _own_errors(problem, interior)
+    assert max(errors.values()) <= 1e-5
+
+
+@pytest.mark.parametrize("name", ["truss5", "arch0", "control1", "qap5"])
 def test_problems_where_the_low_rank_method_stalls(name):
-    # LoRADS (ours before the hand-over, and the C code) ends far from tol here; default settings
+    # LoRADS (ours before the hand-over, and the C code) ends far from tol or at a limit here; default settings
     result = solve(read_sdpa(data_file("sdplib", f"{name}.dat-s")), device="cpu")
     assert result.iterations["interior_point"] > 0
     assert result.status is Status.OPTIMAL, result.summary()

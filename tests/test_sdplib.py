@@ -39,13 +39,14 @@ def test_sdplib_larger_problems(name):
     _check_optimal(name, _solve_sdplib(name))
 
 
-@pytest.mark.parametrize("name", ["control1", "hinf1"])
+@pytest.mark.parametrize("name", ["control1", "control2", "hinf1", "hinf2", "hinf4", "qap5", "qap6"])
 def test_hard_problems_are_never_falsely_optimal(name):
-    # low-rank methods struggle here; whatever the status, OPTIMAL must mean the optimum was reached
-    result = solve(read_sdpa(data_file("sdplib", f"{name}.dat-s")), device="cpu", time_limit=20)
+    # low-rank methods struggle here and the interior-point finish meets ill-posed ones (hinf*, qap6: no
+    # interior); whatever the status, OPTIMAL must mean the optimum was reached
+    result = solve(read_sdpa(data_file("sdplib", f"{name}.dat-s")), device="cpu", time_limit=60)
     if result.status is Status.OPTIMAL:
         assert result.max_error <= 1e-5
-        assert -result.primal_objective == pytest.approx(sdplib_optimum(name), rel=1e-3)
+        assert -result.primal_objective == pytest.approx(sdplib_optimum(name), rel=1e-4)
 
 
 @pytest.mark.parametrize("device", DEVICES)
