@@ -29,8 +29,8 @@ from threadpoolctl import threadpool_limits
 from .admm import ADMMPhase
 from .alm import ALMPhase
 from .backend import select_backend
-from .interior_point import InteriorPointPhase, work_bytes
 from .certificates import ProblemNorms, dual_infeasibility, primal_infeasibility, relative_gap, stationary_multipliers
+from .interior_point import InteriorPointPhase, work_bytes
 from .layout import BlockLayout, CompressedOperator, estimate_device_bytes, widening_fits
 from .result import Result, Status
 from .settings import Settings

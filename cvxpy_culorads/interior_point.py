@@ -72,8 +72,7 @@ class _Block:
             by_positions = route_entries(positions.size, self.constraints.size, n)[0]
         self.by_positions = by_positions
         if self.by_positions:
-            half = np.where(rows == cols, 0.5, 1.0)  # A_i = sum_p a_ip c_p (e_u e_v' + e_v e_u')
-            self.halves = xp.asarray(np.outer(half, half))
+            self.half = xp.asarray(np.where(rows == cols, 0.5, 1.0))  # A_i = sum_p a_ip c_p (e_u e_v' + e_v e_u')
         else:
             dense = np.zeros((self.constraints.size, n, n))
             dense[row_of, coeff.row, coeff.col] = coeff.val
@@ -84,10 +83,10 @@ class _Block:
         """(<A_i, X>) over the touching constraints, for a symmetric X."""
         return self.A_fold @ X[self.rows, self.cols]
 
-    def adjoint(self, y, xp):
+    def adjoint(self, y):
         """sum_i y_i A_ik as a dense matrix (y over all constraints)."""
         values = self.A.T @ y[self.constraint_index]
-        out = xp.zeros((self.n, self.n))
+        out = self.xp.zeros((self.n, self.n))
         out[self.rows, self.cols] = values
         out[self.cols, self.rows] = values
         return out
@@ -104,7 +103,8 @@ class _Block:
                 term = xp.take(rows_of_X, first, axis=1)
                 term *= xp.take(rows_of_Z, second, axis=1)
                 K += term
-            K *= self.halves
+            K *= self.half[:, None]
+            K *= self.half[None, :]
             return self.A @ (self.A @ K).T
         m_k = self.dense.shape[0]
         products = (X @ self.dense.reshape(m_k, self.n, self.n) @ Z).reshape(m_k, self.n * self.n)
@@ -189,8 +189,7 @@ class InteriorPointPhase:
         return out
 
     def _dual_residuals(self):
-        xp = self.xp
-        Rd = [block.C - block.adjoint(self.y, xp) - S for block, S in zip(self.blocks, self.S)]
+        Rd = [block.C - block.adjoint(self.y) - S for block, S in zip(self.blocks, self.S)]
         rd_lp = self.c_lp - self.A_lp_t @ self.y - self.s
         return Rd, rd_lp
 
@@ -313,15 +312,16 @@ class InteriorPointPhase:
         if not bool(xp.isfinite(rhs).all()):
             return None
         dy = self._solve(L, rhs)
-        dS = [R - block.adjoint(dy, xp) for block, R in zip(self.blocks, Rd)]
+        dS = [R - block.adjoint(dy) for block, R in zip(self.blocks, Rd)]
         ds = rd_lp - self.A_lp_t @ dy
         dX = [_sym(T - X @ d @ Zk) for T, X, d, Zk in zip(targets, self.X, dS, Z)]
         dx = t_lp - ratio * ds
         return dX, dS, dx, ds, dy
 
     def _step_lengths(self, direction, fraction):
-        """(primal, dual) step lengths keeping the iterates positive definite: all the way to the boundary
-        times ``fraction``, or (None) the SDPT3 rule 0.9 + 0.09 min(alpha) of the predictor."""
+        """(primal, dual) step lengths keeping the iterates positive definite: the distance to the boundary
+        along the direction times ``fraction``, or with None times 0.9 + 0.09 min(1, distances) (closer to
+        the boundary when the step is long, as in SDPT3)."""
         dX, dS, dx, ds, _ = direction
         primal = min([_max_step(X, d, self.xp) for X, d in zip(self.X, dX)] + [_max_ratio(self.x, dx)])
         dual = min([_max_step(S, d, self.xp) for S, d in zip(self.S, dS)] + [_max_ratio(self.s, ds)])
