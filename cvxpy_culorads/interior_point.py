@@ -209,8 +209,9 @@ class InteriorPointPhase:
             primal = float(sum(xp.vdot(block.C, X) for block, X in zip(self.blocks, self.X)) + self.c_lp @ self.x)
             dual = float(self.b @ self.y)
             residual = float(xp.linalg.norm(rp))
-            progress = Progress.measure("IPM", iteration, residual, primal, dual, self.norms,
-                                        self._mu(nu), [block.n for block in self.blocks])
+            mu = self._mu(nu)
+            progress = Progress.measure("IPM", iteration, residual, primal, dual, self.norms, mu,
+                                        [block.n for block in self.blocks])
             dual_residual = (sum(float(xp.linalg.norm(R)) for R in Rd) + float(xp.linalg.norm(rd_lp))) / \
                 (1.0 + self.norms.C_1)
             worst = max(progress.primal_infeasibility, dual_residual, relative_gap(primal, dual))
@@ -221,7 +222,7 @@ class InteriorPointPhase:
                 self.best_iteration = iteration
             yield progress
             stalled = iteration - self.best_iteration >= STALL_ITERATIONS
-            if worst <= self.target or stalled or not self._step(rp, Rd, rd_lp, nu):
+            if worst <= self.target or stalled or not self._step(rp, Rd, rd_lp, mu, nu):
                 return
 
     def _mu(self, nu: int) -> float:
@@ -229,7 +230,7 @@ class InteriorPointPhase:
         total = sum(xp.vdot(X, S) for X, S in zip(self.X, self.S)) + self.x @ self.s
         return float(total) / nu
 
-    def _step(self, rp, Rd, rd_lp, nu: int) -> bool:
+    def _step(self, rp, Rd, rd_lp, mu: float, nu: int) -> bool:
         """One predictor-corrector step; False when S cannot be inverted, the Schur complement cannot be
         factorised, or neither iterate can move (rounding has cost definiteness)."""
         xp = self.xp
@@ -240,12 +241,13 @@ class InteriorPointPhase:
         factor = self._factorise(self._schur(Z, ratio))
         if factor is None:
             return False
-        mu = self._mu(nu)
+        # the boundary distances of both step-length tests use the same factors of the current X and S
+        boundaries = ([_inverse_cholesky(X, xp) for X in self.X], [_inverse_cholesky(S, xp) for S in self.S])
         # predictor: the affine-scaling direction (target X S = 0)
         affine = self._direction(factor, [-X for X in self.X], -self.x, rp, Rd, rd_lp, Z, ratio)
         if affine is None:
             return False
-        alpha_p, alpha_d = self._step_lengths(affine, 1.0)
+        alpha_p, alpha_d = self._step_lengths(affine, boundaries, 1.0)
         dX, dS, dx, ds, _ = affine
         mu_affine = float(sum(xp.vdot(X + alpha_p * a, S + alpha_d * c) for X, a, S, c in zip(self.X, dX, self.S, dS))
                           + (self.x + alpha_p * dx) @ (self.s + alpha_d * ds)) / nu
@@ -259,7 +261,7 @@ class InteriorPointPhase:
         direction = self._direction(factor, targets, t_lp, rp, Rd, rd_lp, Z, ratio)
         if direction is None:
             return False
-        alpha_p, alpha_d = self._step_lengths(direction, None)
+        alpha_p, alpha_d = self._step_lengths(direction, boundaries, None)
         if alpha_p <= 0.0 and alpha_d <= 0.0:
             return False
         dX, dS, dx, ds, dy = direction
@@ -318,13 +320,15 @@ class InteriorPointPhase:
         dx = t_lp - ratio * ds
         return dX, dS, dx, ds, dy
 
-    def _step_lengths(self, direction, fraction):
+    def _step_lengths(self, direction, boundaries, fraction):
         """(primal, dual) step lengths keeping the iterates positive definite: the distance to the boundary
         along the direction times ``fraction``, or with None times 0.9 + 0.09 min(1, distances) (closer to
-        the boundary when the step is long, as in SDPT3)."""
+        the boundary when the step is long, as in SDPT3). ``boundaries``: the inverse Cholesky factors of the
+        blocks of X and of S (``_inverse_cholesky``)."""
         dX, dS, dx, ds, _ = direction
-        primal = min([_max_step(X, d, self.xp) for X, d in zip(self.X, dX)] + [_max_ratio(self.x, dx)])
-        dual = min([_max_step(S, d, self.xp) for S, d in zip(self.S, dS)] + [_max_ratio(self.s, ds)])
+        X_factors, S_factors = boundaries
+        primal = min([_max_step(L_inv, d, self.xp) for L_inv, d in zip(X_factors, dX)] + [_max_ratio(self.x, dx)])
+        dual = min([_max_step(L_inv, d, self.xp) for L_inv, d in zip(S_factors, dS)] + [_max_ratio(self.s, ds)])
         if fraction is None:
             fraction = 0.9 + 0.09 * min(1.0, primal, dual)
         return min(1.0, fraction * primal), min(1.0, fraction * dual)
@@ -368,14 +372,22 @@ def _inverse(S, xp):
     return inverse if bool(xp.isfinite(inverse).all()) else None  # CuPy returns inf/NaN instead of raising
 
 
-def _max_step(X, dX, xp) -> float:
-    """The largest alpha with X + alpha dX positive semidefinite; 0 when rounding has left X indefinite."""
+def _inverse_cholesky(X, xp):
+    """L^-1 with X = L L', or None when rounding has left X indefinite."""
     try:
         L_inv = xp.linalg.inv(xp.linalg.cholesky(X))
     except np.linalg.LinAlgError:
+        return None
+    return L_inv if bool(xp.isfinite(L_inv).all()) else None  # CuPy's Cholesky returns NaN instead of raising
+
+
+def _max_step(L_inv, dX, xp) -> float:
+    """The largest alpha with X + alpha dX positive semidefinite, for X = L L' given by ``L_inv``; 0 when X is
+    indefinite (``L_inv`` None)."""
+    if L_inv is None:
         return 0.0
     smallest = float(xp.linalg.eigvalsh(L_inv @ dX @ L_inv.T)[0])
-    if not math.isfinite(smallest):  # CuPy's Cholesky returns NaN instead of raising
+    if not math.isfinite(smallest):
         return 0.0
     return math.inf if smallest >= 0 else -1.0 / smallest
 
