@@ -16,28 +16,45 @@ the matrix (only the small tridiagonal problems go to the host).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 import scipy.linalg
 
 from .kernels import kernels_for
 
-__all__ = ["ProblemNorms", "primal_infeasibility", "relative_gap", "dual_infeasibility", "smallest_eigenpairs",
-           "stationary_multipliers"]
+__all__ = ["ProblemNorms", "Eigenpair", "primal_infeasibility", "relative_gap", "dual_infeasibility",
+           "smallest_eigenpairs", "stationary_multipliers"]
 
 DENSE_LIMIT = 1000  # blocks up to this order get a dense eigen-decomposition
+
+
+class Eigenpair(NamedTuple):
+    """The smallest eigenvalue of a block as found (a Ritz value), its unit vector (a device array), and the
+    residual ||S v - value v|| (for a dense decomposition, a bound on its rounding error): some eigenvalue lies
+    within ``residual`` of ``value``, so ``lower`` = value - residual is the lower estimate a certificate uses."""
+
+    value: float
+    vector: object
+    residual: float
+
+    @property
+    def lower(self) -> float:
+        return self.value - self.residual
 
 
 @dataclass(frozen=True)
 class ProblemNorms:
     b_1: float
+    b_2: float
     b_inf: float
     C_1: float
     C_inf: float
 
     @classmethod
     def of(cls, problem) -> "ProblemNorms":
-        return cls(problem.b_norm_1, problem.b_norm_inf, problem.C_norm_1, problem.C_norm_inf)
+        return cls(problem.b_norm_1, float(np.linalg.norm(problem.b)), problem.b_norm_inf, problem.C_norm_1,
+                   problem.C_norm_inf)
 
 
 def primal_infeasibility(residual_norm: float, norms: ProblemNorms) -> float:
@@ -48,16 +65,17 @@ def relative_gap(primal: float, dual: float) -> float:
     return abs(primal - dual) / (1.0 + abs(primal) + abs(dual))
 
 
-def dual_infeasibility(op, lam, norms: ProblemNorms, accuracy: float, seed: int = 0,
-                       guesses=None) -> tuple[float, list[tuple]]:
-    """(dual infeasibility, (lambda_min, eigenvector) per PSD block) of the multipliers ``lam``;
-    Lanczos stops once its Ritz residual is below ``accuracy``; ``guesses`` are start vectors per block
-    (the eigenvectors of a nearby slack, e.g. of the previous evaluation), or None."""
+def dual_infeasibility(op, lam, norms: ProblemNorms, accuracy, seed: int = 0,
+                       guesses=None) -> tuple[float, list[Eigenpair], np.ndarray]:
+    """(dual infeasibility, an :class:`Eigenpair` per PSD block, the nonnegative variables' slacks c_lp - A_lp'lambda)
+    of the multipliers ``lam``; Lanczos stops once its Ritz residual is below ``accuracy`` (one number, or one per
+    block); ``guesses`` are start vectors per block (the eigenvectors of a nearby slack, e.g. of the previous
+    evaluation), or None."""
     slack = op.slack_matrix(lam)
     pairs = smallest_eigenpairs(slack, op.layout, op.backend, accuracy=accuracy, seed=seed, guesses=guesses)
     lp = _lp_slacks(slack, op.layout, op.backend)
-    violation = sum(max(0.0, -value) for value, _ in pairs) + float(np.maximum(-lp, 0.0).sum())
-    return violation / (1.0 + norms.C_1), pairs
+    violation = sum(max(0.0, -pair.value) for pair in pairs) + float(np.maximum(-lp, 0.0).sum())
+    return violation / (1.0 + norms.C_1), pairs, lp
 
 
 def stationary_multipliers(op, R, lam, max_iter: int = 500):
@@ -87,23 +105,32 @@ def _lp_slacks(slack, layout, backend) -> np.ndarray:
     return backend.to_host(slack[layout.lp_offset:, layout.lp_offset:].diagonal())
 
 
-def smallest_eigenpairs(matrix, layout, backend, accuracy: float, seed: int = 0, guesses=None) -> list[tuple]:
-    """(lambda_min, unit eigenvector as a device array) of each PSD block of the block-diagonal ``matrix``;
+def smallest_eigenpairs(matrix, layout, backend, accuracy, seed: int = 0, guesses=None) -> list[Eigenpair]:
+    """The :class:`Eigenpair` of the smallest eigenvalue of each PSD block of the block-diagonal ``matrix``;
+    ``accuracy``: the Ritz residual at which the iterative solver stops (one number, or one per block);
     ``guesses``: an optional start vector (or None) per block for the iterative solver."""
     xp = backend.xp
-    result: dict[int, tuple] = {}
+    accuracies = np.broadcast_to(np.asarray(accuracy, dtype=float), (len(layout.sizes),))
+    result: dict[int, Eigenpair] = {}
     by_size: dict[int, list[int]] = {}
     for k, n in enumerate(layout.sizes):
         if n <= DENSE_LIMIT:
             by_size.setdefault(n, []).append(k)
         else:
             guess = guesses[k] if guesses is not None else None
-            result[k] = _lanczos_smallest(_block(matrix, layout, k), n, backend, accuracy, seed, guess)
+            result[k] = Eigenpair(*_lanczos_smallest(_block(matrix, layout, k), n, backend, float(accuracies[k]),
+                                                     seed, guess))
     for n, ks in by_size.items():
         values, vectors = xp.linalg.eigh(xp.stack([_block(matrix, layout, k).toarray() for k in ks]))
-        mins = backend.to_host(values[:, 0])
-        result.update((k, (float(value), vectors[i, :, 0])) for i, (k, value) in enumerate(zip(ks, mins)))
+        values = backend.to_host(values)
+        # a backward-stable eigensolver's eigenvalues are exact for a matrix within ~n eps ||S|| of S
+        rounding = DENSE_ROUNDING * n * np.finfo(float).eps * np.abs(values).max(axis=1)
+        result.update((k, Eigenpair(float(values[i, 0]), vectors[i, :, 0], float(rounding[i])))
+                      for i, k in enumerate(ks))
     return [result[k] for k in range(len(layout.sizes))]
+
+
+DENSE_ROUNDING = 10.0  # safety factor on n eps ||S||_2 for the eigenvalues of a dense decomposition
 
 
 def _block(matrix, layout, k: int):
@@ -111,9 +138,12 @@ def _block(matrix, layout, k: int):
     return matrix[start:stop, start:stop]
 
 
-# weight of the random part of a warm start: enough that the start is in no invariant subspace of the new
-# matrix (a breakdown there would hide the smallest eigenvalue), small enough to keep the guess's head start
-GUESS_NOISE = 1e-3
+# weight of the random part of a warm start. The guess (the last slack's eigenvector) can be almost orthogonal to
+# the new smallest eigenvector when eigenvalues cluster, as they do near a MaxCut optimum; with a weight of 1e-3
+# Lanczos then converged to the second eigenvalue with a small residual, and value - residual was no lower estimate
+# (n = 1200: -8.1e-6 reported, -1.57e-5 true). An equal random part keeps a component of order 1/sqrt(2n) along
+# every eigenvector, which Lanczos amplifies, at the price of a few more steps.
+GUESS_NOISE = 1.0
 
 
 # A Lanczos cycle keeps its whole basis (steps x n) and, at a restart, the kept Ritz vectors (a third as many): at
@@ -132,8 +162,8 @@ def _affordable_steps(backend, n: int) -> int:
 
 def _lanczos_smallest(matrix, n: int, backend, accuracy: float, seed: int, guess=None, steps: int = 60,
                       cycles: int = 40) -> tuple:
-    """(smallest eigenvalue, its Ritz vector) of a symmetric sparse ``matrix`` by thick-restarted Lanczos,
-    from ``guess`` (plus a little noise) when given, else from a random vector.
+    """(smallest Ritz value, its Ritz vector, the Ritz residual) of a symmetric sparse ``matrix`` by
+    thick-restarted Lanczos, from ``guess`` (plus a little noise) when given, else from a random vector.
 
     Each cycle extends an orthonormal basis to ``steps`` vectors (full reorthogonalisation, so no spurious
     copies) and records the projection of the matrix column by column (the Gram-Schmidt coefficients), then
@@ -186,4 +216,4 @@ def _lanczos_smallest(matrix, n: int, backend, accuracy: float, seed: int, guess
         basis[:kept] = ritz
         ritz_values = values
         v = basis[0]  # the Ritz vector of theta, should the cycles run out
-    return theta, v / xp.linalg.norm(v)
+    return theta, v / xp.linalg.norm(v), float(residual)

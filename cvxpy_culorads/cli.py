@@ -34,7 +34,11 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--graph-format", choices=GRAPH_FORMATS,
                         help="graph file format (default: from the suffix; no known suffix means rudy)")
     parser.add_argument("--device", choices=("auto", "cpu", "gpu"), help="where to solve (default auto)")
-    parser.add_argument("--tol", type=float, help="tolerance on the three DIMACS errors")
+    parser.add_argument("--tol", type=float, help="tolerance of the stopping criterion")
+    parser.add_argument("--criterion", choices=("certified", "dimacs"),
+                        help="certified (default): primal residual per constraint and certified gap; dimacs: the "
+                             "cuLoRADS paper's three errors")
+    parser.add_argument("--trace-bound", type=float, help="an upper bound on the trace of an optimal solution")
     parser.add_argument("--reopt-level", type=int, choices=(0, 1, 2), help="re-optimisation level")
     parser.add_argument("--time-limit", type=float, help="wall-clock limit in seconds")
     parser.add_argument("--max-iter", type=int, help="limit on the total number of inner iterations")
@@ -50,8 +54,8 @@ def _parser() -> argparse.ArgumentParser:
 
 def _settings(args: argparse.Namespace) -> Settings:
     """The options given on the command line on top of the default settings."""
-    given = {name: getattr(args, name) for name in ("device", "tol", "reopt_level", "time_limit", "max_iter",
-                                                    "rank", "seed")}
+    given = {name: getattr(args, name) for name in ("device", "tol", "criterion", "trace_bound", "reopt_level",
+                                                    "time_limit", "max_iter", "rank", "seed")}
     options = {name: value for name, value in given.items() if value is not None}
     if args.no_interior_point:
         options["interior_point"] = False
@@ -74,6 +78,9 @@ def _report(problem: SDPProblem, result: Result, cut: float | None) -> dict:
         "primal_objective": float(result.primal_objective),
         "dual_objective": float(result.dual_objective),
         "sdpa_objective": -float(result.primal_objective),
+        "dual_bound": result.dual_bound,
+        "certified_gap": result.certified_gap,
+        "criteria": {name: float(value) for name, value in result.criteria.items()},
         "errors": {name: float(value) for name, value in result.errors.items()},
         "iterations": {name: int(value) for name, value in result.iterations.items()},
         "ranks": [int(rank) for rank in result.ranks],
@@ -99,8 +106,11 @@ def _print_summary(report: dict, maxcut: bool) -> None:
         f"primal objective   {report['primal_objective']:.10g}",
         f"dual objective     {report['dual_objective']:.10g}",
         f"{'MaxCut SDP bound' if maxcut else 'SDPA objective':<18} {report['sdpa_objective']:.10g}",
+        f"certified bound    {'none' if report['dual_bound'] is None else format(report['dual_bound'], '.10g')}",
+        f"criteria           {', '.join(f'{k} {v:.2e}' for k, v in report['criteria'].items())}",
         f"errors             primal infeasibility {errors['primal_infeasibility']:.2e}, dual infeasibility "
-        f"{errors['dual_infeasibility']:.2e}, gap {errors['gap']:.2e}",
+        f"{errors['dual_infeasibility']:.2e}, gap {errors['gap']:.2e} (cuLoRADS paper), worst constraint "
+        f"{errors['max_violation']:.2e}",
         f"ranks              {report['ranks']}",
         f"iterations         {', '.join(f'{k} {v}' for k, v in report['iterations'].items())}",
         f"time               {report['solve_time']:.3f} s on {report['device']} (setup {report['setup_time']:.3f} s, "

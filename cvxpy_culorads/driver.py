@@ -2,18 +2,20 @@
 
 ``solve`` compresses the problem onto the chosen backend, starts from a random factor of
 logarithmic rank, runs phase I (ALM, ``alm.py``) until one of its exit tests (``phase1_tol``) passes,
-switches to phase II (ADMM, ``admm.py``), then measures the DIMACS errors on the
-point from scratch, the dual one through the smallest eigenvalue of C - A*(lambda)
-(``certificates.py``), also trying the multipliers that best satisfy stationarity. While errors
-remain and ``reopt_level`` allows, it re-optimises ("polishes"): the objective is scaled up (so the
-penalty weighs relatively less and optimality gains weight), the multipliers with it, and a short
-ALM run and an ADMM run follow. When polishing stops paying and the dual slack still has a clearly
-negative eigenvalue, the point is a low-rank saddle: the rank grows along that eigenvector and both
-phases run again. Problems small enough for a dense interior-point method (``interior_point.py``) go to
-it when the low-rank phases have used ``interior_point_patience`` inner iterations or end without
-meeting ``tol``: that is where low-rank methods stall (degenerate or high-rank optima). The best point
-seen is returned with an honest status. Phases are generators; this module alone owns time and
-iteration limits and the iteration log.
+switches to phase II (ADMM, ``admm.py``), then measures the point from scratch: rows whose norm the
+constraints fix are projected onto them (``bounds.FixedDiagonals``), the residuals are taken per
+constraint, the smallest eigenvalue of C - A*(lambda) is found (``certificates.py``), also for the
+multipliers that best satisfy stationarity, and turned into a certified dual bound where the data bound
+the trace (``bounds.TraceBounds``). The ``criterion`` setting names the measures that must be within
+``tol`` (:func:`_criteria`). While they are not and ``reopt_level`` allows, it re-optimises ("polishes"):
+the objective is scaled up (so the penalty weighs relatively less and optimality gains weight), the
+multipliers with it, and a short ALM run and an ADMM run follow. When polishing stops paying and the dual
+slack still has a clearly negative eigenvalue, the point is a low-rank saddle: the rank grows along that
+eigenvector and both phases run again. Problems small enough for a dense interior-point method
+(``interior_point.py``) go to it when the low-rank phases have used ``interior_point_patience`` inner
+iterations or end without meeting ``tol``: that is where low-rank methods stall (degenerate or high-rank
+optima). The best point seen is returned with an honest status. Phases are generators; this module alone
+owns time and iteration limits and the iteration log.
 """
 from __future__ import annotations
 
@@ -29,7 +31,9 @@ from threadpoolctl import threadpool_limits
 from .admm import ADMMPhase
 from .alm import ALMPhase
 from .backend import select_backend
-from .certificates import ProblemNorms, dual_infeasibility, primal_infeasibility, relative_gap, stationary_multipliers
+from .bounds import DualBound, FixedDiagonals, TraceBounds
+from .certificates import (Eigenpair, ProblemNorms, dual_infeasibility, primal_infeasibility, relative_gap,
+                           stationary_multipliers)
 from .interior_point import InteriorPointPhase, work_bytes
 from .layout import BlockLayout, CompressedOperator, estimate_device_bytes, widening_fits
 from .result import Result, Status
@@ -60,16 +64,44 @@ class _Stop(Exception):
 
 @dataclass
 class _Evaluation:
-    """The DIMACS errors of one point, measured from scratch on the point itself."""
+    """The measures of one point, taken from scratch on the point itself: ``errors`` (all of them), the
+    ``criteria`` that decide its status (a subset, see :func:`_criteria`), the certified dual bound, and the
+    dual slack's smallest eigenpairs with ``dual_weights``, what one unit of -lambda_min of each block adds to
+    the criteria's dual measure."""
 
     primal_objective: float
     dual_objective: float
     errors: dict
-    eigenpairs: list  # (lambda_min, eigenvector) of the dual slack, per PSD block
+    eigenpairs: list[Eigenpair]
+    bound: DualBound
+    certified_gap: float | None
+    criteria: dict
+    dual_weights: list[float]
 
     @property
     def worst(self) -> float:
-        return max(self.errors.values())
+        return max(self.criteria.values())
+
+    @property
+    def dual_measure(self) -> float:
+        """The criteria's measure of the dual side (certified gap, slack violation or DIMACS dual error)."""
+        return self.criteria[next(name for name in DUAL_MEASURES if name in self.criteria)]
+
+
+DUAL_MEASURES = ("certified_gap", "dual_slack_violation", "dual_infeasibility")
+
+
+def _criteria(criterion: str, errors: dict, certified_gap: float | None) -> dict:
+    """The measures that must be within tol for OPTIMAL. ``"dimacs"``: the paper's three errors. ``"certified"``:
+    the primal residual per constraint (||A(X) - b||_2 / (1 + ||b||_2)) and the certified gap, or, where no
+    bound exists, the dual slack's negative eigenvalues on the ||C||_inf scale and the gap."""
+    if criterion == "dimacs":
+        names = ("primal_infeasibility", "dual_infeasibility", "gap")
+    elif certified_gap is not None:
+        return {"primal_residual": errors["primal_residual"], "certified_gap": certified_gap}
+    else:
+        names = ("primal_residual", "dual_slack_violation", "gap")
+    return {name: errors[name] for name in names}
 
 
 class _Run:
@@ -91,6 +123,8 @@ class _Run:
         self.peak_device_bytes = self.backend.pool_bytes()
         self.backend.release_cached_blocks()
         self.norms = ProblemNorms.of(problem)
+        self.trace_bounds = TraceBounds.of(problem, settings.trace_bound)
+        self.fixed_diagonals = FixedDiagonals.of(problem, layout.offsets, self.backend.xp)
         self.inner_iterations = 0
         self.log: list = []
         self._last_print = -math.inf
@@ -144,7 +178,7 @@ class _Run:
 
     def keep(self, snapshot: "_Snapshot") -> None:
         """Remember ``snapshot`` if it is better than the best point so far."""
-        self.best = _better(self.best, snapshot, self)
+        self.best = _better(self.best, snapshot)
 
     @contextlib.contextmanager
     def timed(self, stage: str):
@@ -172,40 +206,43 @@ class _Run:
         if self.settings.verbose:
             print(text, file=sys.stderr)
 
-    @property
-    def uses_strict_test(self) -> bool:
-        """Whether polishing also answers to :meth:`strict_dual_violation` (``reopt_level`` 2 only: at
-        lower levels the reported errors alone decide, as in LoRADS, which is much faster on large
-        graphs and leaves objectives up to about 1e-2 off there; see the README)."""
-        return self.settings.reopt_level == 2
-
-    def strict_dual_violation(self, evaluation: "_Evaluation") -> float:
-        """The dual slack's negative eigenvalues relative to 1 + ||C||_inf. The reported dual
-        infeasibility divides by 1 + ||C||_1, which grows with the number of nonzeros and lets points
-        pass whose objective is still 1e-4 off (seen on mcp124-1), so polish rounds also look at this."""
-        return sum(max(0.0, -value) for value, _ in evaluation.eigenpairs) / (1.0 + self.norms.C_inf)
-
     # ------------------------------------------------------------------ measuring a point
-    def primal_measures(self) -> tuple[float, float]:
-        """(||A(X) - b||_2, <C, X>) of the current factor, from scratch."""
-        st, op = self.state, self.op
-        return op.residual_norm(op.constraints(op.sample(st.R)) - op.b), float(op.objective(st.R))
+    def primal_measures(self, R) -> tuple[float, float, float]:
+        """(||A(X) - b||_2, max_i |A(X)_i - b_i| / (1 + |b_i|), <C, X>) of the factor R, from scratch."""
+        op, xp = self.op, self.backend.xp
+        residual = op.constraints(op.sample(R)) - op.b  # of the rescaled rows: b / row_scale
+        worst = float(xp.max(xp.abs(residual) / (1.0 / op.row_scale + xp.abs(op.b)), initial=0.0))
+        return op.residual_norm(residual), worst, float(op.objective(R))
+
+    def dual_weights(self, primal: float, dual: float) -> list[float]:
+        """Per PSD block, what one unit of -lambda_min(S_k) adds to the criteria's dual measure."""
+        if self.settings.criterion == "dimacs":
+            return [1.0 / (1.0 + self.norms.C_1)] * len(self.op.layout.sizes)
+        scale = 1.0 + abs(primal) + abs(dual)
+        return [1.0 / (1.0 + self.norms.C_inf) if weight is None else weight / scale
+                for weight in self.trace_bounds.weights(dual)]
 
     def evaluate(self, lam, primal_measures) -> _Evaluation:
-        """Errors of the current factor (its ``primal_measures``) and the (unscaled) multipliers ``lam``."""
-        op = self.op
-        residual, primal = primal_measures
+        """The measures of a factor (its ``primal_measures``) and the (unscaled) multipliers ``lam``."""
+        op, norms = self.op, self.norms
+        residual, worst_violation, primal = primal_measures
         dual = float(op.b @ lam)
-        # lambda_min is needed to a tenth of what the tests that use it resolve (tol on the ||C||_inf scale
-        # for the strict test, on the ||C||_1 scale of the reported dual infeasibility otherwise)
-        scale = self.norms.C_inf if self.uses_strict_test else self.norms.C_1
-        accuracy = 0.1 * self.settings.tol * (1.0 + scale)
-        dinf, pairs = dual_infeasibility(op, lam, self.norms, accuracy, seed=self.settings.seed,
-                                         guesses=self._eigenvectors)
-        self._eigenvectors = [vector for _, vector in pairs]  # the next evaluation's slack is a nearby one
-        errors = {"primal_infeasibility": primal_infeasibility(residual, self.norms),
-                  "dual_infeasibility": dinf, "gap": relative_gap(primal, dual)}
-        return _Evaluation(primal, dual, errors, pairs)
+        weights = self.dual_weights(primal, dual)
+        # lambda_min is needed to a tenth of what the dual measure resolves; its Ritz residual enters the bound
+        accuracy = [0.1 * self.settings.tol / weight for weight in weights]
+        dinf, pairs, lp_slacks = dual_infeasibility(op, lam, norms, accuracy, seed=self.settings.seed,
+                                                    guesses=self._eigenvectors)
+        self._eigenvectors = [pair.vector for pair in pairs]  # the next evaluation's slack is a nearby one
+        thetas = [max(0.0, -pair.lower) for pair in pairs]
+        sigmas = np.maximum(-lp_slacks, 0.0)
+        bound = self.trace_bounds.dual_bound(dual, thetas, sigmas)
+        certified_gap = None if bound.value is None else relative_gap(primal, bound.value)
+        errors = {"primal_infeasibility": primal_infeasibility(residual, norms), "dual_infeasibility": dinf,
+                  "gap": relative_gap(primal, dual), "primal_residual": residual / (1.0 + norms.b_2),
+                  "max_violation": worst_violation,
+                  "dual_slack_violation": (sum(thetas) + float(sigmas.sum())) / (1.0 + norms.C_inf)}
+        criteria = _criteria(self.settings.criterion, errors, certified_gap)
+        return _Evaluation(primal, dual, errors, pairs, bound, certified_gap, criteria, weights)
 
 
 def _check_memory(problem, layout, rank: int, backend) -> None:
@@ -272,7 +309,6 @@ def _low_rank_phases(run: _Run) -> None:
     current = _Snapshot.of(run)
     run.keep(current)
     escapes = reopts = 0
-    strict = run.strict_dual_violation(current.evaluation) if run.uses_strict_test else 0.0
     polish_stalled = False
     while True:
         # A negative eigenvalue of the dual slack means a saddle point only once the multipliers
@@ -283,21 +319,15 @@ def _low_rank_phases(run: _Run) -> None:
             escapes += 1
             _escape(run, directions)
             _two_phases(run)
-        elif can_polish and (current.evaluation.worst > settings.tol or strict > settings.tol):
+        elif can_polish and current.evaluation.worst > settings.tol:
             reopts += 1
             _reoptimise(run)
         else:
             return
-        previous_dinf = current.evaluation.errors["dual_infeasibility"]
+        previous = current.evaluation.dual_measure
         current = _Snapshot.of(run)
         run.keep(current)
-        polish_stalled = current.evaluation.errors["dual_infeasibility"] > 0.5 * previous_dinf
-        # rounds that only serve the strict test stop once they stop paying (halving it)
-        if not run.uses_strict_test:
-            continue
-        previous, strict = strict, run.strict_dual_violation(current.evaluation)
-        if current.evaluation.worst <= settings.tol and strict > 0.5 * previous:
-            return
+        polish_stalled = current.evaluation.dual_measure > 0.5 * previous
 
 
 def _interior_point(run: _Run) -> None:
@@ -321,37 +351,33 @@ class _Snapshot:
 
     @classmethod
     def of(cls, run: _Run) -> "_Snapshot":
-        """The current point, with the stationary multipliers when they are better than the iterated ones
-        (and then the iterations continue from them)."""
-        st = run.state
+        """The current point, its rows projected onto the constraints that fix them (``FixedDiagonals``), with the
+        stationary multipliers when they are better than the iterated ones (and then the iterations continue
+        from them)."""
+        st, xp = run.state, run.backend.xp
         with run.timed("certificates"):
-            lam, measures = st.lam / st.c_scale, run.primal_measures()
+            R = st.R.copy()
+            if run.fixed_diagonals is not None:
+                run.fixed_diagonals.project(R, xp)
+            lam, measures = st.lam / st.c_scale, run.primal_measures(R)
             evaluation = run.evaluate(lam, measures)
-            if evaluation.errors["dual_infeasibility"] > run.settings.tol and math.isfinite(evaluation.worst):
-                refined = stationary_multipliers(run.op, st.R, lam)
+            if evaluation.dual_measure > run.settings.tol and math.isfinite(evaluation.worst):
+                refined = stationary_multipliers(run.op, R, lam)
                 candidate = run.evaluate(refined, measures)
                 if candidate.worst < evaluation.worst:
                     evaluation, st.lam = candidate, refined * st.c_scale
-        run.say(f"      errors: pinf {evaluation.errors['primal_infeasibility']:.2e} "
-                f"dinf {evaluation.errors['dual_infeasibility']:.2e} gap {evaluation.errors['gap']:.2e}")
-        return cls(st.R.copy(), st.lam.copy(), st.c_scale, list(st.ranks), evaluation)
+        run.say("      " + ", ".join(f"{name} {value:.2e}" for name, value in evaluation.criteria.items()))
+        return cls(R, st.lam.copy(), st.c_scale, list(st.ranks), evaluation)
 
 
-def _better(best: _Snapshot | None, candidate: _Snapshot, run: _Run) -> _Snapshot:
-    """The better snapshot: one within ``tol`` beats one outside it; among those within, the smaller
-    strict dual violation (the more accurate objective) wins where that test is used; otherwise the
-    smaller worst error. Non-finite errors never win."""
+def _better(best: _Snapshot | None, candidate: _Snapshot) -> _Snapshot:
+    """The better snapshot: the smaller worst criterion (so one within tol beats one outside it). Non-finite
+    errors never win."""
     if best is None or not math.isfinite(best.evaluation.worst):
         return candidate
     if not math.isfinite(candidate.evaluation.worst):
         return best
-
-    def rank(snap):
-        within = snap.evaluation.worst <= run.settings.tol
-        strict = within and run.uses_strict_test
-        return (not within, run.strict_dual_violation(snap.evaluation) if strict else snap.evaluation.worst)
-
-    return candidate if rank(candidate) < rank(best) else best
+    return candidate if candidate.evaluation.worst < best.evaluation.worst else best
 
 
 def _two_phases(run: _Run) -> None:
@@ -374,14 +400,15 @@ def _report_growth_skipped(run: _Run, alm: ALMPhase) -> None:
 
 
 def _escape_directions(run: _Run, evaluation: _Evaluation):
-    """Eigenvectors of the blocks whose dual slack has a clearly negative eigenvalue and whose rank
-    can still grow (a low-rank saddle point: X + t v v' lowers the objective), or None; None also when the
-    wider factor would not fit in device memory."""
-    if evaluation.errors["dual_infeasibility"] <= run.settings.tol:
+    """Eigenvectors of the blocks whose dual slack has a clearly negative eigenvalue (a tenth of tol in the
+    criteria's dual measure) and whose rank can still grow (a low-rank saddle point: X + t v v' lowers the
+    objective), or None; None also when the wider factor would not fit in device memory."""
+    tol = run.settings.tol
+    if evaluation.dual_measure <= tol:
         return None
-    threshold = -0.1 * run.settings.tol * (1.0 + run.norms.C_1)
-    directions = [vector if value < threshold and rank < rank_max else None
-                  for (value, vector), rank, rank_max in zip(evaluation.eigenpairs, run.state.ranks, run.max_ranks)]
+    directions = [pair.vector if -pair.value * weight > 0.1 * tol and rank < rank_max else None
+                  for pair, weight, rank, rank_max in zip(evaluation.eigenpairs, evaluation.dual_weights,
+                                                          run.state.ranks, run.max_ranks)]
     if all(d is None for d in directions):
         return None
     ranks = run.state.ranks
@@ -455,20 +482,24 @@ def _result(run: _Run, best: _Snapshot, stop_status: Status | None) -> Result:
     dual = backend.to_host(best.lam) / (best.c_scale * run.op.row_scale)
     phases = {name: sum(p.phase == tag for p in run.log) for name, tag in PHASE_TAGS.items()}
     result = Result(status=status, primal_objective=evaluation.primal_objective,
-                    dual_objective=evaluation.dual_objective, errors=dict(evaluation.errors), factors=factors,
+                    dual_objective=evaluation.dual_objective, errors=dict(evaluation.errors),
+                    criteria=dict(evaluation.criteria), dual_bound=evaluation.bound.value,
+                    certified_gap=evaluation.certified_gap, factors=factors,
                     x_lp=x_lp, dual=dual, iterations=phases, ranks=list(best.ranks), solve_time=run.elapsed(),
                     setup_time=run.setup_time, stage_times=dict(run.stage_times),
                     peak_device_bytes=max(run.peak_device_bytes, backend.pool_bytes()),
-                    min_eigenvalues=[value for value, _ in evaluation.eigenpairs],
-                    device=backend.describe(), message=_message(status, settings), log=run.log)
+                    min_eigenvalues=[pair.value for pair in evaluation.eigenpairs],
+                    device=backend.describe(), message=f"{_message(status, evaluation, settings)}; dual bound: "
+                                                        f"{evaluation.bound.how}", log=run.log)
     run.say(result.summary())
     return result
 
 
-def _message(status: Status, settings: Settings) -> str:
+def _message(status: Status, evaluation: _Evaluation, settings: Settings) -> str:
+    measures = ", ".join(evaluation.criteria)
     return {
-        Status.OPTIMAL: f"all DIMACS errors within tol = {settings.tol:g}",
-        Status.INACCURATE: f"stopped with errors above tol = {settings.tol:g}",
+        Status.OPTIMAL: f"{measures} within tol = {settings.tol:g}",
+        Status.INACCURATE: f"stopped with {measures} not all within tol = {settings.tol:g}",
         Status.TIME_LIMIT: f"time_limit = {settings.time_limit:g} s reached",
         Status.ITERATION_LIMIT: f"max_iter = {settings.max_iter} reached",
         Status.NUMERICAL_ERROR: "the iterates diverged or became non-finite",

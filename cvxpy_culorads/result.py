@@ -17,9 +17,9 @@ class Status(enum.Enum):
     """How a solve ended."""
 
     OPTIMAL = "optimal"
-    """All three DIMACS errors are within ``tol`` on the returned factors and multipliers."""
+    """Every measure of ``Result.criteria`` is within ``tol`` on the returned factors and multipliers."""
     INACCURATE = "inaccurate"
-    """The method stopped (stagnation or its own budgets) with errors above ``tol``."""
+    """The method stopped (stagnation or its own budgets) with a criterion above ``tol``."""
     TIME_LIMIT = "time_limit"
     """``time_limit`` was reached; the best point so far is returned."""
     ITERATION_LIMIT = "iteration_limit"
@@ -39,11 +39,23 @@ class Result:
 
     - ``primal_objective``: sum_k <C_k, R_k R_k'> + c_lp'x_lp (minimisation form).
     - ``dual_objective``: b'lambda.
-    - ``errors``: ``primal_infeasibility`` = ||A(X) - b||_2 / (1 + ||b||_1); ``dual_infeasibility`` =
-      (sum_k max(0, -lambda_min(C_k - A_k*(lambda))) + ||max(0, -(c_lp - A_lp'lambda))||_1) / (1 + ||C||_1);
-      ``gap`` = |primal - dual| / (1 + |primal| + |dual|); all evaluated on the returned point, with ||.||_1
-      the sum of absolute entries (of the full symmetric C_k and of c_lp), as in the cuLoRADS paper and
-      the LoRADS code (``certificates.py``).
+    - ``dual_bound``: a certified lower bound on the optimal value (b'lambda less what the dual slack's
+      negative eigenvalues can cost, through a bound on the trace; ``bounds.py``), or None when nothing bounds
+      the trace where the slack is violated (``message`` says which applied).
+    - ``certified_gap``: |primal - dual_bound| / (1 + |primal| + |dual_bound|), or None without a bound.
+    - ``errors``, all evaluated on the returned point:
+
+      - the cuLoRADS paper's three (the LoRADS code's norms, ||.||_1 the sum of absolute entries of the full
+        symmetric C_k and of c_lp): ``primal_infeasibility`` = ||A(X) - b||_2 / (1 + ||b||_1);
+        ``dual_infeasibility`` = (sum_k max(0, -lambda_min(C_k - A_k*(lambda))) + ||max(0, -(c_lp -
+        A_lp'lambda))||_1) / (1 + ||C||_1); ``gap`` = |primal - dual| / (1 + |primal| + |dual|);
+      - scale-free ones: ``primal_residual`` = ||A(X) - b||_2 / (1 + ||b||_2) (a root-mean-square error per
+        constraint); ``max_violation`` = max_i |A(X)_i - b_i| / (1 + |b_i|), the worst single constraint;
+        ``dual_slack_violation``, the sum of the slack's negative eigenvalues (lower estimates) and negative
+        entries over 1 + ||C||_inf.
+    - ``criteria``: the measures that decided the status (``Settings.criterion``): by default
+      ``primal_residual`` and ``certified_gap``, or, without a bound, ``primal_residual``,
+      ``dual_slack_violation`` and ``gap``; with ``criterion="dimacs"`` the paper's three errors.
     - ``factors``: one host array R_k (n_k x r_k) per PSD block, X_k = R_k R_k'.
     - ``x_lp``: the nonnegative variables.
     - ``dual``: the multipliers lambda (C_k - sum_i lambda_i A_ik PSD at optimality).
@@ -67,6 +79,9 @@ class Result:
     primal_objective: float
     dual_objective: float
     errors: dict
+    criteria: dict
+    dual_bound: float | None
+    certified_gap: float | None
     factors: list
     x_lp: np.ndarray
     dual: np.ndarray
@@ -83,7 +98,8 @@ class Result:
 
     @property
     def max_error(self) -> float:
-        return max(self.errors.values())
+        """The largest of the ``criteria`` (the status is OPTIMAL when it is within tol)."""
+        return max(self.criteria.values())
 
     def X(self, k: int = 0) -> np.ndarray:
         """The dense PSD block k (only for small blocks: this costs n_k^2 memory)."""
@@ -91,8 +107,8 @@ class Result:
         return R @ R.T
 
     def summary(self) -> str:
-        e = self.errors
+        bound = "none" if self.dual_bound is None else f"{self.dual_bound:.10g}"
+        criteria = ", ".join(f"{name} {value:.2e}" for name, value in self.criteria.items())
         return (f"status {self.status.value}: primal {self.primal_objective:.10g}, dual "
-                f"{self.dual_objective:.10g}; errors pinf {e['primal_infeasibility']:.2e} dinf "
-                f"{e['dual_infeasibility']:.2e} gap {e['gap']:.2e}; ranks {self.ranks}; "
+                f"{self.dual_objective:.10g}, certified bound {bound}; {criteria}; ranks {self.ranks}; "
                 f"{self.iterations}; {self.solve_time:.3f} s on {self.device}")

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import numbers
 from dataclasses import dataclass
 
 __all__ = ["Settings"]
 
 _DEVICES = ("auto", "cpu", "gpu")
+_CRITERIA = ("certified", "dimacs")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -24,12 +26,17 @@ class Settings:
 
     - ``device``: ``"auto"`` (GPU when CuPy sees one, else CPU; the environment variable
       ``CULORADS_DEVICE`` overrides auto), ``"cpu"`` or ``"gpu"``.
-    - ``tol``: tolerance on the three DIMACS errors (primal infeasibility, dual infeasibility, gap)
-      for status OPTIMAL.
-    - ``reopt_level``: 0 no re-optimisation; 1 at most one round while an error exceeds ``tol``; 2 up
-      to 8 rounds while the errors or the dual slack's negative eigenvalues on the ||C||_inf scale (a
-      stricter test than the reported dual infeasibility, which divides by 1 + ||C||_1) exceed ``tol``
-      and each round still pays. Saddle escapes (rank growth) happen at every level.
+    - ``tol``: tolerance on the measures that decide OPTIMAL (``criterion``).
+    - ``criterion``: ``"certified"`` (default): the primal residual per constraint, ||A(X) - b||_2 /
+      (1 + ||b||_2), and the certified gap between the objective and a proven lower bound on the optimum
+      (``Result.dual_bound``), or where no bound exists the dual slack's negative eigenvalues over
+      1 + ||C||_inf and the gap. ``"dimacs"``: the cuLoRADS paper's three errors (primal infeasibility over
+      1 + ||b||_1, dual infeasibility over 1 + ||C||_1, gap), which grow weaker with the problem's size; it
+      reproduces the paper's stopping rule and times.
+    - ``trace_bound``: an upper bound on sum_k tr(X_k) + sum_j x_j of an optimal solution, for the dual bound
+      of problems whose data imply none (``bounds.py``); None: derive what the data imply.
+    - ``reopt_level``: 0 no re-optimisation; 1 at most one round while a criterion exceeds ``tol``; 2 up
+      to 8 rounds while one does. Saddle escapes (rank growth) happen at every level.
     - ``time_limit``: seconds of wall clock (``inf``: none).
     - ``max_iter``: ceiling on the total number of inner iterations (L-BFGS steps plus ADMM sweeps).
     - ``rank``: initial rank of every PSD block (default: 2 ln n_k, capped by the Barvinok-Pataki bound).
@@ -53,6 +60,8 @@ class Settings:
 
     device: str = "auto"
     tol: float = 1e-5
+    criterion: str = "certified"
+    trace_bound: float | None = None
     reopt_level: int = 2
     time_limit: float = math.inf
     max_iter: int = 1_000_000
@@ -77,6 +86,12 @@ class Settings:
     def __post_init__(self):
         if self.device not in _DEVICES:
             raise ValueError(f"device must be one of {_DEVICES}, got {self.device!r}")
+        if self.criterion not in _CRITERIA:
+            raise ValueError(f"criterion must be one of {_CRITERIA}, got {self.criterion!r}")
+        bound = self.trace_bound
+        if bound is not None and not (isinstance(bound, numbers.Real) and not isinstance(bound, bool)
+                                      and math.isfinite(bound) and bound >= 0):
+            raise ValueError(f"trace_bound must be None or a finite number >= 0, got {bound!r}")
         positive = ("tol", "time_limit", "phase1_tol", "rho_max", "rank_factor", "heuristic_factor",
                     "reopt_scale")
         for name in positive:

@@ -25,8 +25,8 @@ def test_lanczos_and_dense_blocks_match_eigvalsh(device):
     matrix = op.slack_matrix(backend.xp.zeros(1))
     pairs = smallest_eigenpairs(matrix, op.layout, backend, accuracy=1e-9)
     want = [np.linalg.eigvalsh(B.toarray())[0] for B in blocks]
-    assert np.allclose([value for value, _ in pairs], want, rtol=1e-7, atol=1e-7)
-    for B, (value, vector) in zip(blocks, pairs):
+    assert np.allclose([pair.value for pair in pairs], want, rtol=1e-7, atol=1e-7)
+    for B, (value, vector, _) in zip(blocks, pairs):
         v = backend.to_host(vector)
         assert np.linalg.norm(B @ v - value * v) <= 1e-6 * np.abs(want).max()
 
@@ -39,10 +39,11 @@ def test_dual_infeasibility_of_a_known_multiplier():
                          A_lp=np.ones((1, 1)))
     op = CompressedOperator(problem, select_backend("cpu"))
     norms = ProblemNorms.of(problem)
-    value, pairs = dual_infeasibility(op, np.array([3.0]), norms, accuracy=1e-10)
-    assert pairs[0][0] == pytest.approx(-2.0)
+    value, pairs, lp_slacks = dual_infeasibility(op, np.array([3.0]), norms, accuracy=1e-10)
+    assert pairs[0].value == pytest.approx(-2.0)
+    assert lp_slacks == pytest.approx([-4.0])
     assert value == pytest.approx((2.0 + 4.0) / (1.0 + norms.C_1))
-    value, _ = dual_infeasibility(op, np.array([-1.5]), norms, accuracy=1e-10)
+    value, _, _ = dual_infeasibility(op, np.array([-1.5]), norms, accuracy=1e-10)
     assert value == 0.0
 
 
@@ -60,7 +61,7 @@ def test_lanczos_from_a_misleading_guess_still_finds_the_smallest_eigenvalue(dev
     misleading = np.zeros(n)
     misleading[n // 2] = 1.0
     for guess in (misleading, np.eye(n)[0], np.full(n, np.nan), np.zeros(n)):  # unusable guesses are ignored
-        (value, _), = smallest_eigenpairs(slack, op.layout, backend, accuracy=1e-9, guesses=[backend.xp.asarray(guess)])
+        (value, _, _), = smallest_eigenpairs(slack, op.layout, backend, accuracy=1e-9, guesses=[backend.xp.asarray(guess)])
         assert value == pytest.approx(-1.0, abs=1e-7)
 
 
@@ -77,7 +78,7 @@ def test_lanczos_with_a_short_basis_when_memory_is_scarce(device, monkeypatch):
     op = CompressedOperator(SDPProblem(np.ones(1), [block], [([0], [0], [0], [1.0])]), backend)
     monkeypatch.setattr(Backend, "free_memory", lambda self: 8 * n)
     assert _affordable_steps(backend, n) == MIN_LANCZOS_STEPS
-    (value, _), = smallest_eigenpairs(op.slack_matrix(backend.xp.zeros(1)), op.layout, backend, accuracy=1e-9)
+    (value, _, _), = smallest_eigenpairs(op.slack_matrix(backend.xp.zeros(1)), op.layout, backend, accuracy=1e-9)
     assert value == pytest.approx(np.linalg.eigvalsh(block.toarray())[0], abs=1e-7)
 
 
@@ -91,8 +92,11 @@ def test_lanczos_out_of_cycles_returns_a_consistent_ritz_pair(device, cycles):
     M = sp.random(n, n, density=5.0 / n, random_state=rng)
     matrix = (M + M.T + sp.diags(rng.standard_normal(n))).tocsr()
     backend = select_backend(device)
-    value, vector = _lanczos_smallest(backend.csr(matrix), n, backend, accuracy=0.0, seed=1, steps=30, cycles=cycles)
+    value, vector, residual = _lanczos_smallest(backend.csr(matrix), n, backend, accuracy=0.0, seed=1, steps=30,
+                                                cycles=cycles)
     v = backend.to_host(vector)
     assert np.linalg.norm(v) == pytest.approx(1.0)
     assert v @ (matrix @ v) == pytest.approx(value, abs=1e-10)
     assert value >= np.linalg.eigvalsh(matrix.toarray())[0] - 1e-10
+    # the reported residual is the Ritz pair's own, which is what makes value - residual a lower estimate
+    assert residual == pytest.approx(np.linalg.norm(matrix @ v - value * v), rel=1e-6, abs=1e-12)

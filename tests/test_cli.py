@@ -43,7 +43,14 @@ def test_json_output(triangle, capsys):
     assert report["sdpa_objective"] == pytest.approx(TRIANGLE_VALUE, rel=1e-4)
     assert report["primal_objective"] == pytest.approx(-TRIANGLE_VALUE, rel=1e-4)
     assert report["dual_objective"] == pytest.approx(-TRIANGLE_VALUE, rel=1e-4)
-    assert set(report["errors"]) == {"primal_infeasibility", "dual_infeasibility", "gap"}
+    assert set(report["errors"]) == {"primal_infeasibility", "dual_infeasibility", "gap", "primal_residual",
+                                     "max_violation", "dual_slack_violation"}
+    assert set(report["criteria"]) == {"primal_residual", "certified_gap"}
+    # MaxCut of the triangle: tr X = 3, so the bound is b'lambda - 3 max(0, -lambda_min) and lies below the value
+    assert report["dual_bound"] <= report["primal_objective"] + 1e-9
+    assert report["certified_gap"] == pytest.approx(
+        abs(report["primal_objective"] - report["dual_bound"])
+        / (1 + abs(report["primal_objective"]) + abs(report["dual_bound"])))
     assert (report["n"], report["m"], report["problem"]) == (3, 3, "triangle")
     assert report["device"].startswith("cpu") and report["solve_time"] >= 0 and report["ranks"]
     assert report["peak_device_bytes"] == 0  # no device memory on the CPU

@@ -181,6 +181,7 @@ def clarabel_engine(problem: SDPProblem, settings: Settings) -> Result:
         factors.append(vectors * np.sqrt(np.maximum(eigenvalues, 0.0)))
     return Result(status=Status.OPTIMAL, primal_objective=float(q @ u), dual_objective=float(problem.b @ lam),
                   errors={"primal_infeasibility": 0.0, "dual_infeasibility": 0.0, "gap": 0.0},
+                  criteria={"gap": 0.0}, dual_bound=None, certified_gap=None,
                   factors=factors, x_lp=u[starts[-1]:], dual=lam, iterations={"admm": solution.iterations},
                   ranks=list(problem.block_sizes), solve_time=solution.solve_time, device="clarabel")
 

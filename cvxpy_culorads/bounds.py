@@ -1,0 +1,196 @@
+"""What the data say about the size of a solution: trace bounds for dual certificates, fixed diagonals.
+
+Multipliers lambda whose dual slack S = C - A*(lambda) is not quite PSD still give a lower bound on the
+optimal value when the trace of an optimal X is bounded: for every feasible (X, x),
+
+    <C, X> + c_lp'x - b'lambda = sum_k <S_k, X_k> + s'x >= -sum_k theta_k tr(X_k) - sum_j sigma_j x_j,
+
+with theta_k = max(0, -lambda_min(S_k)) and sigma_j = max(0, -s_j). ``TraceBounds`` derives the bounds
+that make this a number, from the data alone (host, O(nnz)), and turns (b'lambda, theta, sigma) into the
+certified dual bound:
+
+- **absolute**: an equality constraint whose coefficients are all nonnegative and on diagonals (of the PSD
+  blocks, or the nonnegative variables) bounds each entry it touches by b_i / a_ij, and a block's trace by
+  the sum of its entries' bounds (MaxCut's X_jj = 1: tr X = n exactly) or by b_i / min_j a_ij when one such
+  constraint touches the whole diagonal (theta's tr X = 1);
+- **objective**: when every C_k is diagonally dominant with C_k >= c I (Gershgorin) and c_lp >= c > 0, the
+  total trace T is at most <C, X>/c, and the inequality above gives p* >= b'lambda / (1 + theta_max / c)
+  (matrix completion's C = I / 2);
+- **user**: the setting ``trace_bound``, an upper bound on sum_k tr(X_k) + sum_j x_j of an optimal solution,
+  gives p* >= b'lambda - max(theta, sigma) * trace_bound.
+
+The best (largest) of the bounds that apply is reported; none applies when a violated block or variable is
+bounded by nothing, and then the answer says so rather than guessing. ``FixedDiagonals`` finds the rows whose
+squared norm the constraints fix exactly (X_jj = b_i / a_ij, the constraint's only entry, and no other
+constraint on the block): projecting the factor onto them makes those constraints hold to rounding.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["TraceBounds", "DualBound", "FixedDiagonals"]
+
+
+@dataclass(frozen=True)
+class DualBound:
+    """A certified lower bound on the optimal value (``value``; None when nothing bounds the solution's
+    size where the slack is violated) and how it was obtained."""
+
+    value: float | None
+    how: str
+
+
+def _entry_bounds(index: np.ndarray, ratio: np.ndarray, size: int) -> np.ndarray:
+    """The smallest ``ratio`` per ``index`` in [0, size) (inf where none)."""
+    bounds = np.full(size, np.inf)
+    if index.size and np.all(index[1:] > index[:-1]):  # one constraint per entry (MaxCut): no reduction
+        bounds[index] = ratio
+    else:
+        np.minimum.at(bounds, index, ratio)
+    return bounds
+
+
+@dataclass(frozen=True)
+class TraceBounds:
+    """Bounds on the size of every feasible (or, for ``user``, some optimal) solution.
+
+    - ``blocks``: tau_k >= tr(X_k) per PSD block (inf where the data bound nothing);
+    - ``lp``: u_j >= x_j per nonnegative variable (inf where unbounded);
+    - ``curvature``: c > 0 with C_k >= c I for every block and c_lp >= c, else 0;
+    - ``user``: the setting ``trace_bound`` (None when not given).
+    """
+
+    blocks: tuple[float, ...]
+    lp: np.ndarray
+    curvature: float
+    user: float | None
+
+    @classmethod
+    def of(cls, problem, user: float | None = None) -> "TraceBounds":
+        nonneg_diagonal = _nonnegative_diagonal_constraints(problem)
+        blocks = []
+        for coeff, n in zip(problem.A_coords, problem.block_sizes):
+            pick = nonneg_diagonal[coeff.con]  # such constraints have diagonal entries only
+            con, row, val = coeff.con[pick], coeff.row[pick], coeff.val[pick]
+            ratio = problem.b[con] / val
+            entries = _entry_bounds(row, ratio, n)
+            tau = float(entries.sum())
+            # one constraint on the whole diagonal: sum_j a_j X_jj <= b_i, so tr X <= b_i / min_j a_j
+            covering = np.flatnonzero(np.bincount(con, minlength=problem.m) == n)
+            if covering.size:
+                smallest = np.full(problem.m, np.inf)
+                np.minimum.at(smallest, con, val)
+                tau = min(tau, float(np.min(problem.b[covering] / smallest[covering])))
+            blocks.append(tau)
+        lp = np.full(problem.n_lp, np.inf)
+        if problem.n_lp:
+            A_lp = problem.A_lp.tocoo()
+            pick = nonneg_diagonal[A_lp.row]
+            lp = _entry_bounds(A_lp.col[pick].astype(np.int64), problem.b[A_lp.row[pick]] / A_lp.data[pick],
+                               problem.n_lp) if np.any(pick) else lp
+        return cls(tuple(blocks), lp, _objective_curvature(problem), user)
+
+    def weights(self, dual_objective: float) -> list[float | None]:
+        """Per PSD block, what one unit of -lambda_min(S_k) costs the dual bound (tau_k, else the share the
+        objective or the user bound gives it), or None when nothing bounds the block."""
+        shared = None
+        if self.curvature > 0.0:
+            shared = abs(dual_objective) / self.curvature
+        elif self.user is not None:
+            shared = self.user
+        return [tau if np.isfinite(tau) else shared for tau in self.blocks]
+
+    def dual_bound(self, dual_objective: float, thetas, sigmas: np.ndarray) -> DualBound:
+        """The certified lower bound on the optimal value from b'lambda = ``dual_objective``, the blocks'
+        ``thetas`` = max(0, -lambda_min(S_k)) (lower estimates of lambda_min, so upper ones of theta) and the
+        variables' ``sigmas`` = max(0, -s_j)."""
+        thetas = np.asarray(thetas, dtype=float)
+        sigmas = np.asarray(sigmas, dtype=float)
+        worst = float(max(thetas.max(initial=0.0), sigmas.max(initial=0.0)))
+        if worst == 0.0:
+            return DualBound(dual_objective, "the dual slack is PSD: weak duality")
+        candidates = []
+        block_bounds = np.asarray(self.blocks, dtype=float)
+        violated_blocks, violated_lp = thetas > 0.0, sigmas > 0.0
+        if np.all(np.isfinite(block_bounds[violated_blocks])) and np.all(np.isfinite(self.lp[violated_lp])):
+            hole = float(thetas[violated_blocks] @ block_bounds[violated_blocks]
+                         + sigmas[violated_lp] @ self.lp[violated_lp])
+            candidates.append((dual_objective - hole, "trace bounds implied by the constraints"))
+        if self.curvature > 0.0:
+            candidates.append((dual_objective / (1.0 + worst / self.curvature),
+                               f"the objective's curvature C >= {self.curvature:.3g} I"))
+        if self.user is not None:
+            candidates.append((dual_objective - worst * self.user, f"trace_bound = {self.user:g}"))
+        if not candidates:
+            return DualBound(None, "no certified bound: nothing in the data bounds the trace where the dual slack "
+                                   "is not PSD (the setting trace_bound supplies one)")
+        value, how = max(candidates)
+        return DualBound(value, how)
+
+
+def _nonnegative_diagonal_constraints(problem) -> np.ndarray:
+    """Mask of the constraints whose coefficients are all on diagonals and nonnegative, with b_i >= 0."""
+    bad = np.zeros(problem.m, dtype=bool)
+    for coeff in problem.A_coords:
+        bad[coeff.con[(coeff.row != coeff.col) | (coeff.val < 0)]] = True
+    A_lp = problem.A_lp.tocoo()
+    bad[A_lp.row[A_lp.data < 0]] = True
+    return ~bad & (problem.b >= 0)
+
+
+def _objective_curvature(problem) -> float:
+    """The largest c with every C_k >= c I by Gershgorin's discs and c_lp >= c, if positive; else 0."""
+    smallest = [float(problem.c_lp.min())] if problem.n_lp else []
+    for (rows, cols, vals), n in zip(problem.C_coords, problem.block_sizes):
+        diagonal = rows == cols
+        centre = np.bincount(rows[diagonal], vals[diagonal], minlength=n)
+        radius = np.bincount(rows[~diagonal], np.abs(vals[~diagonal]), minlength=n) + np.bincount(
+            cols[~diagonal], np.abs(vals[~diagonal]), minlength=n)
+        smallest.append(float((centre - radius).min()))
+    c = min(smallest) if smallest else 0.0
+    return c if c > 0.0 else 0.0
+
+
+@dataclass(frozen=True)
+class FixedDiagonals:
+    """Rows of the stacked factor whose squared norm the constraints fix, per PSD block: (offset, rows of the
+    block or None for all of them in order, targets b_i / a_i). Scaling such a row to its target satisfies its
+    constraint exactly and touches no other constraint: each of these constraints has one entry, and no other
+    constraint touches the block."""
+
+    blocks: tuple  # (offset, stacked rows or None, sqrt(targets)) per block with fixed rows
+
+    @classmethod
+    def of(cls, problem, offsets, xp) -> "FixedDiagonals | None":
+        """The fixed rows of ``problem`` (blocks at ``offsets`` of the stacked factor), as arrays of ``xp``."""
+        entries = np.bincount(np.concatenate([c.con for c in problem.A_coords] + [problem.A_lp.tocoo().row]),
+                              minlength=problem.m)
+        blocks = []
+        for coeff, offset, n in zip(problem.A_coords, offsets, problem.block_sizes):
+            single = (entries[coeff.con] == 1) & (coeff.row == coeff.col) & (coeff.val > 0)
+            if not coeff.con.size or not np.all(single):
+                continue
+            targets = problem.b[coeff.con] / coeff.val
+            if np.any(targets <= 0) or np.bincount(coeff.row, minlength=n).max() > 1:
+                continue
+            in_order = coeff.row.size == n and np.all(coeff.row == np.arange(n))
+            blocks.append((offset, None if in_order else xp.asarray(coeff.row + offset), xp.sqrt(xp.asarray(targets))))
+        return cls(tuple(blocks)) if blocks else None
+
+    def project(self, R, xp):
+        """The factor R with the fixed rows scaled to their targets, in place (a zero row becomes
+        sqrt(target) e_1); returns R."""
+        for offset, rows, roots in self.blocks:
+            index = slice(offset, offset + roots.size) if rows is None else rows
+            block = R[index]  # a view when the whole block is fixed in order (MaxCut): no copy of the factor
+            norms = xp.sqrt((block * block).sum(axis=1))
+            zero = norms == 0.0
+            if bool(zero.any()):
+                block[zero, 0] = 1.0
+                norms[zero] = 1.0
+            block *= (roots / norms)[:, None]
+            if rows is not None:
+                R[index] = block
+        return R
