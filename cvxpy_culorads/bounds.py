@@ -161,7 +161,6 @@ class FixedDiagonals:
     constraint touches the block."""
 
     blocks: tuple  # (offset, stacked rows or None, sqrt(targets)) per block with fixed rows
-    fixes_every_constraint: bool  # every constraint is one of these (MaxCut): the multipliers follow from R alone
 
     @classmethod
     def of(cls, problem, offsets, xp) -> "FixedDiagonals | None":
@@ -178,10 +177,7 @@ class FixedDiagonals:
                 continue
             in_order = coeff.row.size == n and np.all(coeff.row == np.arange(n))
             blocks.append((offset, None if in_order else xp.asarray(coeff.row + offset), xp.sqrt(xp.asarray(targets))))
-        if not blocks:
-            return None
-        fixed = sum(roots.size for _, _, roots in blocks)
-        return cls(tuple(blocks), fixes_every_constraint=fixed == problem.m and not problem.n_lp)
+        return cls(tuple(blocks)) if blocks else None
 
     def project(self, R, xp):
         """The factor R with the fixed rows scaled to their targets, in place (a zero row becomes

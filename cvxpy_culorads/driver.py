@@ -83,6 +83,12 @@ class _Evaluation:
         return max(self.criteria.values())
 
     @property
+    def slack_estimate(self) -> float:
+        """The dual slack's negative Ritz values in the criteria's dual measure: what polishing is judged by (the
+        certificate's lower estimates carry the Ritz residuals, which are large when the eigensolver stopped early)."""
+        return sum(max(0.0, -pair.value) * weight for pair, weight in zip(self.eigenpairs, self.dual_weights))
+
+    @property
     def dual_measure(self) -> float:
         """The criteria's measure of the dual side (certified gap, slack violation or DIMACS dual error)."""
         return self.criteria[next(name for name in DUAL_MEASURES if name in self.criteria)]
@@ -323,7 +329,8 @@ def _low_rank_phases(run: _Run) -> None:
         # have settled: polish first, and escape (grow the rank) when polishing stops paying.
         directions = _escape_directions(run, current.evaluation)
         can_polish = reopts < REOPT_ROUNDS[settings.reopt_level]
-        if directions is not None and escapes < MAX_ESCAPES and (polish_stalled or not can_polish):
+        escaping = directions is not None and escapes < MAX_ESCAPES and (polish_stalled or not can_polish)
+        if escaping:
             escapes += 1
             _escape(run, directions)
             _two_phases(run)
@@ -332,10 +339,12 @@ def _low_rank_phases(run: _Run) -> None:
             _reoptimise(run)
         else:
             return
-        previous = current.evaluation.dual_measure
+        previous = current.evaluation
         current = _Snapshot.of(run)
         run.keep(current)
-        polish_stalled = current.evaluation.dual_measure > 0.5 * previous
+        polish_stalled = current.evaluation.slack_estimate > 0.5 * previous.slack_estimate
+        if escaping and current.evaluation.worst > previous.worst:
+            escapes = MAX_ESCAPES  # a wider factor made it worse (rgg 2^22 rose to 242 columns and out of memory)
 
 
 def _interior_point(run: _Run) -> None:
@@ -361,17 +370,13 @@ class _Snapshot:
     def of(cls, run: _Run) -> "_Snapshot":
         """The current point, its rows projected onto the constraints that fix them (``FixedDiagonals``), with the
         stationary multipliers when they are better than the iterated ones (and then the iterations continue
-        from them). When every constraint fixes a row (MaxCut), the stationary multipliers are the natural ones
-        of the projected point (they make the gap zero) and alone are measured: one eigensolve, not two."""
-        st, xp, fixed = run.state, run.backend.xp, run.fixed_diagonals
+        from them)."""
+        st, xp = run.state, run.backend.xp
         with run.timed("certificates"):
             R = st.R.copy()
-            if fixed is not None:
-                fixed.project(R, xp)
+            if run.fixed_diagonals is not None:
+                run.fixed_diagonals.project(R, xp)
             lam, measures = st.lam / st.c_scale, run.primal_measures(R)
-            if fixed is not None and fixed.fixes_every_constraint:
-                lam = stationary_multipliers(run.op, R, lam)
-                st.lam = lam * st.c_scale
             evaluation = run.evaluate(lam, measures)
             if evaluation.dual_measure > run.settings.tol and math.isfinite(evaluation.worst):
                 refined = stationary_multipliers(run.op, R, lam)
@@ -424,6 +429,7 @@ def _escape_directions(run: _Run, evaluation: _Evaluation):
     if all(d is None for d in directions):
         return None
     ranks = run.state.ranks
+    run.backend.release_cached_blocks()  # the pool may still cache the eigensolver's basis
     if not widening_fits(run.backend, run.op.layout.n_rows, max(ranks), max(_escape_ranks(run, directions))):
         run.say(MEMORY_BOUND_MESSAGE)
         return None
