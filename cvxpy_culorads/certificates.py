@@ -65,15 +65,14 @@ def relative_gap(primal: float, dual: float) -> float:
     return abs(primal - dual) / (1.0 + abs(primal) + abs(dual))
 
 
-def dual_infeasibility(op, lam, norms: ProblemNorms, accuracy, seed: int = 0, guesses=None,
-                       targets=None) -> tuple[float, list[Eigenpair], np.ndarray]:
+def dual_infeasibility(op, lam, norms: ProblemNorms, accuracy, seed: int = 0,
+                       guesses=None) -> tuple[float, list[Eigenpair], np.ndarray]:
     """(dual infeasibility, an :class:`Eigenpair` per PSD block, the nonnegative variables' slacks c_lp - A_lp'lambda)
     of the multipliers ``lam``; Lanczos stops once its Ritz residual is below ``accuracy`` (one number, or one per
     block); ``guesses`` are start vectors per block (the eigenvectors of a nearby slack, e.g. of the previous
-    evaluation), or None; ``targets`` as in :func:`smallest_eigenpairs`."""
+    evaluation), or None."""
     slack = op.slack_matrix(lam)
-    pairs = smallest_eigenpairs(slack, op.layout, op.backend, accuracy=accuracy, seed=seed, guesses=guesses,
-                                targets=targets)
+    pairs = smallest_eigenpairs(slack, op.layout, op.backend, accuracy=accuracy, seed=seed, guesses=guesses)
     lp = _lp_slacks(slack, op.layout, op.backend)
     violation = sum(max(0.0, -pair.value) for pair in pairs) + float(np.maximum(-lp, 0.0).sum())
     return violation / (1.0 + norms.C_1), pairs, lp
@@ -106,16 +105,12 @@ def _lp_slacks(slack, layout, backend) -> np.ndarray:
     return backend.to_host(slack[layout.lp_offset:, layout.lp_offset:].diagonal())
 
 
-def smallest_eigenpairs(matrix, layout, backend, accuracy, seed: int = 0, guesses=None,
-                        targets=None) -> list[Eigenpair]:
+def smallest_eigenpairs(matrix, layout, backend, accuracy, seed: int = 0, guesses=None) -> list[Eigenpair]:
     """The :class:`Eigenpair` of the smallest eigenvalue of each PSD block of the block-diagonal ``matrix``;
     ``accuracy``: the Ritz residual at which the iterative solver stops (one number, or one per block);
-    ``guesses``: an optional start vector (or None) per block for the iterative solver; ``targets``: per block,
-    the lower estimate a certificate needs: the iterative solver also stops once its value (never below
-    lambda_min) falls below it."""
+    ``guesses``: an optional start vector (or None) per block for the iterative solver."""
     xp = backend.xp
     accuracies = np.broadcast_to(np.asarray(accuracy, dtype=float), (len(layout.sizes),))
-    targets = [None] * len(layout.sizes) if targets is None else [float(t) for t in targets]
     result: dict[int, Eigenpair] = {}
     by_size: dict[int, list[int]] = {}
     for k, n in enumerate(layout.sizes):
@@ -124,7 +119,7 @@ def smallest_eigenpairs(matrix, layout, backend, accuracy, seed: int = 0, guesse
         else:
             guess = guesses[k] if guesses is not None else None
             result[k] = Eigenpair(*_lanczos_smallest(_block(matrix, layout, k), n, backend, float(accuracies[k]),
-                                                     seed, guess, target=targets[k]))
+                                                     seed, guess))
     for n, ks in by_size.items():
         values, vectors = xp.linalg.eigh(xp.stack([_block(matrix, layout, k).toarray() for k in ks]))
         values = backend.to_host(values)
@@ -166,7 +161,7 @@ def _affordable_steps(backend, n: int) -> int:
 
 
 def _lanczos_smallest(matrix, n: int, backend, accuracy: float, seed: int, guess=None, steps: int = 60,
-                      cycles: int = 40, target: float | None = None) -> tuple:
+                      cycles: int = 40) -> tuple:
     """(smallest Ritz value, its Ritz vector, the Ritz residual) of a symmetric sparse ``matrix`` by
     thick-restarted Lanczos, from ``guess`` (plus a little noise) when given, else from a random vector.
 
@@ -178,12 +173,7 @@ def _lanczos_smallest(matrix, n: int, backend, accuracy: float, seed: int, guess
     restart does, stalls when eigenvalues cluster at the bottom, as they do at a MaxCut optimum (the dual
     slack's null space has the dimension of the rank): G67 then used up 40 cycles without converging. The
     coefficients stay on the device until the cycle ends (one transfer per cycle, not per step); a
-    breakdown (beta ~ 0) is found then, and the steps after it are discarded. It also stops once theta <
-    ``target``, the lower estimate a certificate needs: theta is a Rayleigh quotient, never below lambda_min,
-    so the certificate cannot hold and the value is all the caller uses. The converse shortcut (stop once
-    theta - residual >= target) is not taken: with eigenvalues clustered 1e-6 apart, as near a MaxCut
-    optimum, theta can sit on a cluster eigenvalue with a small residual for cycles before lambda_min shows
-    up in the basis.
+    breakdown (beta ~ 0) is found then, and the steps after it are discarded.
     """
     xp, kernels = backend.xp, kernels_for(backend)
     steps = min(steps, n - 1, _affordable_steps(backend, n)) if n > 1 else 1
@@ -217,7 +207,7 @@ def _lanczos_smallest(matrix, n: int, backend, accuracy: float, seed: int, guess
         values, vectors = scipy.linalg.eigh(upper + np.triu(upper, 1).T)
         theta = float(values[0])
         residual = abs(projection[size, size - 1] * vectors[size - 1, 0]) if size == steps else 0.0
-        if residual <= accuracy or size < steps or (target is not None and theta < target):
+        if residual <= accuracy or size < steps:
             v = xp.asarray(vectors[:, 0]) @ basis[:size]
             break
         kept = max(1, min(steps // KEPT_RITZ_SHARE, size - 1))

@@ -85,7 +85,7 @@ class _Evaluation:
     @property
     def slack_estimate(self) -> float:
         """The dual slack's negative Ritz values in the criteria's dual measure: what polishing is judged by (the
-        certificate's lower estimates carry the Ritz residuals, which are large when the eigensolver stopped early)."""
+        certificate's lower estimates also carry the Ritz residuals, large when the eigensolver ran out of cycles)."""
         return sum(max(0.0, -pair.value) * weight for pair, weight in zip(self.eigenpairs, self.dual_weights))
 
     @property
@@ -239,13 +239,8 @@ class _Run:
         tol = self.settings.tol
         # lambda_min is needed to a tenth of what the dual measure resolves; its Ritz residual enters the bound
         accuracy = [0.1 * tol / weight for weight in weights]
-        targets = None
-        if self.settings.criterion == "certified":
-            # or only as far as the certificate asks: each block's share of what the gap leaves of tol
-            room = 0.95 * max(tol - relative_gap(primal, dual), 0.0) / len(weights) if weights else 0.0
-            targets = [-room / weight for weight in weights]
         dinf, pairs, lp_slacks = dual_infeasibility(op, lam, norms, accuracy, seed=self.settings.seed,
-                                                    guesses=self._eigenvectors, targets=targets)
+                                                    guesses=self._eigenvectors)
         self._eigenvectors = [pair.vector for pair in pairs]  # the next evaluation's slack is a nearby one
         thetas = [max(0.0, -pair.lower) for pair in pairs]
         sigmas = np.maximum(-lp_slacks, 0.0)
