@@ -238,7 +238,8 @@ class _Run:
         weights = self.dual_weights(primal, dual)
         tol = self.settings.tol
         # lambda_min is needed to a tenth of what the dual measure resolves; its Ritz residual enters the bound
-        accuracy = [0.1 * tol / weight for weight in weights]
+        # (a block of zero weight, e.g. fixed to trace 0, needs no accuracy at all)
+        accuracy = [0.1 * tol / weight if weight > 0 else math.inf for weight in weights]
         dinf, pairs, lp_slacks = dual_infeasibility(op, lam, norms, accuracy, seed=self.settings.seed,
                                                     guesses=self._eigenvectors)
         self._eigenvectors = [pair.vector for pair in pairs]  # the next evaluation's slack is a nearby one
