@@ -53,8 +53,7 @@ class ProblemNorms:
 
     @classmethod
     def of(cls, problem) -> "ProblemNorms":
-        return cls(problem.b_norm_1, float(np.linalg.norm(problem.b)), problem.b_norm_inf, problem.C_norm_1,
-                   problem.C_norm_inf)
+        return cls(problem.b_norm_1, problem.b_norm_2, problem.b_norm_inf, problem.C_norm_1, problem.C_norm_inf)
 
 
 def primal_infeasibility(residual_norm: float, norms: ProblemNorms) -> float:
@@ -163,7 +162,7 @@ def _affordable_steps(backend, n: int) -> int:
 def _lanczos_smallest(matrix, n: int, backend, accuracy: float, seed: int, guess=None, steps: int = 60,
                       cycles: int = 40) -> tuple:
     """(smallest Ritz value, its Ritz vector, the Ritz residual) of a symmetric sparse ``matrix`` by
-    thick-restarted Lanczos, from ``guess`` (plus a little noise) when given, else from a random vector.
+    thick-restarted Lanczos, from ``guess`` plus an equal random part when given, else from a random vector.
 
     Each cycle extends an orthonormal basis to ``steps`` vectors (full reorthogonalisation, so no spurious
     copies) and records the projection of the matrix column by column (the Gram-Schmidt coefficients), then

@@ -236,10 +236,9 @@ class _Run:
         residual, worst_violation, primal = primal_measures
         dual = float(op.b @ lam)
         weights = self.dual_weights(primal, dual)
-        tol = self.settings.tol
         # lambda_min is needed to a tenth of what the dual measure resolves; its Ritz residual enters the bound
         # (a block of zero weight, e.g. fixed to trace 0, needs no accuracy at all)
-        accuracy = [0.1 * tol / weight if weight > 0 else math.inf for weight in weights]
+        accuracy = [0.1 * self.settings.tol / weight if weight > 0 else math.inf for weight in weights]
         dinf, pairs, lp_slacks = dual_infeasibility(op, lam, norms, accuracy, seed=self.settings.seed,
                                                     guesses=self._eigenvectors)
         self._eigenvectors = [pair.vector for pair in pairs]  # the next evaluation's slack is a nearby one
@@ -425,7 +424,6 @@ def _escape_directions(run: _Run, evaluation: _Evaluation):
     if all(d is None for d in directions):
         return None
     ranks = run.state.ranks
-    run.backend.release_cached_blocks()  # the pool may still cache the eigensolver's basis
     if not widening_fits(run.backend, run.op.layout.n_rows, max(ranks), max(_escape_ranks(run, directions))):
         run.say(MEMORY_BOUND_MESSAGE)
         return None

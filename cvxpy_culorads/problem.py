@@ -260,6 +260,10 @@ class SDPProblem:
         return float(np.abs(self.b).sum())
 
     @property
+    def b_norm_2(self) -> float:
+        return float(np.linalg.norm(self.b))
+
+    @property
     def b_norm_inf(self) -> float:
         return float(np.abs(self.b).max(initial=0.0))
 
