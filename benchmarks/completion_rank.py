@@ -24,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from cvxpy_culorads import solve  # noqa: E402
 from cvxpy_culorads.models import completion_error, completion_problem, random_low_rank_instance  # noqa: E402
+
 from report import write_tables  # noqa: E402
 
 RELATIVE_EIGENVALUE = 1e-6  # eigenvalues of X below this fraction of the largest count as zero

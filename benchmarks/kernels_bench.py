@@ -58,11 +58,10 @@ import statistics
 import sys
 import time
 
-import numpy as np
-
 import cupy as cp
 import cupyx
 import cupyx.scipy.sparse
+import numpy as np
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 CHUNK = 1 << 22
@@ -315,7 +314,8 @@ def summary(device: str, bw: float, rows: list[dict]) -> str:
     for (n, graph, r), d in by.items():
         ms = " ".join(f"{d[k]['ms']:10.3f}" if k in d else f"{'-':>10}" for k, _ in SHORT)
         gb = lambda k, f: f"{d[k][f]:.0f}" if k in d else "-"  # noqa: E731
-        out.append(f"{n:5.0e} {graph:6} {r:3d} | {ms} | {gb('csr_ours', 'GBps_min'):>9}/{gb('csr_ours', 'GBps_noreuse'):<10}"
+        out.append(f"{n:5.0e} {graph:6} {r:3d} | {ms}"
+                   f" | {gb('csr_ours', 'GBps_min'):>9}/{gb('csr_ours', 'GBps_noreuse'):<10}"
                    f" | {gb('samp_sym_ours', 'GBps_min'):>4}/{gb('samp_sym_ours', 'GBps_noreuse'):<5}"
                    f" | {gb('pair_ours', 'GBps_min')}/{gb('pair_ours', 'GBps_noreuse')}")
     tuned = sorted((k for k in dict.fromkeys(row["kernel"] for row in rows) if re.search(r"_[LER]\d+$", k)),
@@ -323,11 +323,12 @@ def summary(device: str, bw: float, rows: list[dict]) -> str:
     if tuned:
         out.append("tuning knobs (ms): " + " ".join(tuned))
         for (n, graph, r), d in by.items():
-            out.append(f"{n:5.0e} {graph:6} {r:3d} | " + " ".join(f"{d[k]['ms']:.3f}" if k in d else "-" for k in tuned))
+            out.append(f"{n:5.0e} {graph:6} {r:3d} | "
+                       + " ".join(f"{d[k]['ms']:.3f}" if k in d else "-" for k in tuned))
     bad = [f"{r['kernel']} n={r['n']} {r['graph']} r={r['r']}: {r['relerr']:.1e}" for r in rows
            if np.isfinite(r["relerr"]) and r["relerr"] > 1e-12]
-    out.append("max relerr vs cupyx/naive: " + f"{max((r['relerr'] for r in rows if np.isfinite(r['relerr'])), default=float('nan')):.1e}"
-               + ("; ABOVE 1e-12: " + "; ".join(bad) if bad else ""))
+    worst = max((r["relerr"] for r in rows if np.isfinite(r["relerr"])), default=float("nan"))
+    out.append(f"max relerr vs cupyx/naive: {worst:.1e}" + ("; ABOVE 1e-12: " + "; ".join(bad) if bad else ""))
     return "\n".join(out)
 
 

@@ -37,9 +37,9 @@ def result_fields(result, seconds: float, paper_seconds) -> dict:
                 ipm_s=round(result.stage_times["interior_point"], 3),
                 certificates_s=round(result.stage_times["certificates"], 3),
                 certified_gap=result.certified_gap if result.certified_gap is not None else "",
-                primal_residual=result.errors["primal_residual"], max_violation=result.errors["max_violation"],
-                pinf=result.errors["primal_infeasibility"], dinf=result.errors["dual_infeasibility"],
-                gap=result.errors["gap"], status=result.status.value,
+                primal_residual=result.errors.primal_residual, max_violation=result.errors.max_violation,
+                pinf=result.errors.primal_infeasibility, dinf=result.errors.dual_infeasibility,
+                gap=result.errors.gap, status=result.status.value,
                 peak_gib=round(result.peak_device_bytes / 2**30, 3),
                 paper_h100_s=paper_seconds if paper_seconds is not None else "",
                 ratio=round(seconds / paper_seconds, 2) if paper_seconds else "")

@@ -31,10 +31,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import cvxpy_culorads as cl  # noqa: E402
-import suites  # noqa: E402
-from compare import PEER_MAX_N, solve_with  # noqa: E402
 from cvxpy_culorads.backend import select_backend  # noqa: E402
 from cvxpy_culorads.models import maxcut_problem  # noqa: E402
+
+import suites  # noqa: E402
+from compare import PEER_MAX_N, solve_with  # noqa: E402
 from graphs import random_regular_like  # noqa: E402
 from report import result_fields, write_tables  # noqa: E402
 

@@ -20,15 +20,21 @@ graphs stays at 1e-2 to 1e-1 (the ``certified_gap`` column, reported for both pr
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+
+from cvxpy_culorads import read_sdpa
+from cvxpy_culorads.models import (
+    completion_error,
+    completion_problem,
+    maxcut_problem,
+    random_low_rank_instance,
+    read_graph,
+)
 
 import datasets
 import graphs
-from cvxpy_culorads import read_sdpa
-from cvxpy_culorads.models import completion_error, completion_problem, maxcut_problem, random_low_rank_instance, \
-    read_graph
 
 __all__ = ["Instance", "SUITES", "PROFILES", "instances", "settings_for"]
 

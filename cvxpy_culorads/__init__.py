@@ -7,9 +7,18 @@ Public API:
   :class:`Settings`.
 - :func:`read_sdpa` / :func:`write_sdpa`: SDPA sparse files.
 - ``models``: builders that scale (MaxCut from a graph, matrix completion) and rounding.
-- :class:`CULORADS`: the CVXPY solver; importing this package registers it under the name
-  ``"CULORADS"`` when CVXPY is installed, so ``problem.solve(solver="CULORADS")`` works.
+- :class:`CULORADS`: the CVXPY solver, registered under the name ``"CULORADS"`` so that after
+  ``import cvxpy_culorads``, ``problem.solve(solver="CULORADS")`` works.
+
+CVXPY is a dependency (this package is what users install to solve SDPs from CVXPY), but it is imported
+only when the program imports it: the command line and the direct API never use it, and it costs over a
+second of start-up. So registration waits for CVXPY's import (see :mod:`cvxpy_culorads._cvxpy_hook`),
+``CULORADS`` and ``register`` are imported on first access, and no fallback for an absent CVXPY is needed:
+without it, nothing here ever asks for it.
 """
+from importlib import metadata as _metadata
+
+from ._cvxpy_hook import register_when_cvxpy_is_imported
 from .backend import available_devices, gpu_available
 from .driver import solve
 from .io import read_sdpa, write_sdpa
@@ -17,19 +26,30 @@ from .problem import BlockCoefficients, SDPProblem
 from .result import Result, Status
 from .settings import Settings
 
-__version__ = "0.1.0"
+try:  # the version is written once, in pyproject.toml
+    __version__ = _metadata.version("cvxpy_culorads")
+except _metadata.PackageNotFoundError:  # a source tree on sys.path that pip has not installed
+    __version__ = "0+unknown"
+
+_CVXPY_NAMES = ("CULORADS", "register")  # from cvxpy_interface, which imports CVXPY
 
 __all__ = [
     "SDPProblem", "BlockCoefficients", "solve", "Settings", "Result", "Status", "read_sdpa", "write_sdpa",
-    "available_devices", "gpu_available", "__version__",
+    "available_devices", "gpu_available", "__version__", *_CVXPY_NAMES,
 ]
 
-try:  # the CVXPY plugin is optional at import time so that the engine runs where CVXPY is absent
-    import cvxpy as _cvxpy  # noqa: F401
-except ImportError:
-    pass
-else:
-    from .cvxpy_interface import CULORADS, register
 
-    register()
-    __all__ += ["CULORADS", "register"]
+def __getattr__(name: str):
+    """``CULORADS`` and ``register`` on first access (PEP 562): importing them imports CVXPY."""
+    if name in _CVXPY_NAMES:
+        from . import cvxpy_interface
+
+        return getattr(cvxpy_interface, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_CVXPY_NAMES})
+
+
+register_when_cvxpy_is_imported()

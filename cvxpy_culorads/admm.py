@@ -21,10 +21,10 @@ from __future__ import annotations
 import math
 from collections import deque
 
-from .kernels import kernels_for
-from .state import Progress, SolverState
+from .krylov import conjugate_gradient
+from .state import PhaseOutcome, Progress, SolverState
 
-__all__ = ["ADMMPhase", "conjugate_gradient"]
+__all__ = ["ADMMPhase"]
 
 RHO_EVERY, RHO_GROWTH = 5, 1.2
 STAGNATION_WINDOW, STAGNATION_RATIO = 500, 0.65
@@ -32,39 +32,6 @@ RHO_CEILING_FACTOR = 200.0  # hard ceiling on rho: 200 * rho_max
 DIVERGENCE_FACTOR = 100.0  # infeasibility growth over its value at the start that triggers a restart
 RESTART_RHO_FACTOR, MAX_RESTARTS = 4.0, 6
 GAP_PATIENCE = 200  # feasible sweeps without a new best gap after which the phase stops
-CG_MAX_ITER, CG_RESTART = 800, 200  # a restart discards the Krylov space: every 20 iterations doubled the count
-
-
-def conjugate_gradient(apply, rhs, x, tol: float, backend, check_every: int = 1, max_iter: int = CG_MAX_ITER,
-                       precondition=None):
-    """Solve apply(x) = rhs from the start ``x`` (overwritten) until ||r||_2 <= tol ||rhs||_1, preconditioned by
-    the function ``precondition`` (an approximate inverse of ``apply``) when given.
-
-    Residuals are recomputed and directions restarted every ``CG_RESTART`` iterations (cheap
-    insurance against drift); convergence is read back to the host every ``check_every`` iterations
-    only. Returns (x, iterations).
-    """
-    xp, kernels = backend.xp, kernels_for(backend)
-    threshold = tol * float(xp.abs(rhs).sum())
-    iterations = 0
-    while iterations < max_iter:
-        r = rhs - apply(x)
-        z = r if precondition is None else precondition(r)
-        p = z.copy()
-        rz = xp.vdot(r, z)
-        for inner in range(CG_RESTART):
-            if (iterations + inner) % check_every == 0:
-                rr = rz if precondition is None else xp.vdot(r, r)
-                if math.sqrt(float(rr)) <= threshold:
-                    return x, iterations + inner
-            Ap = apply(p)
-            kernels.cg_step(x, r, p, Ap, rz, xp.vdot(p, Ap))
-            z = r if precondition is None else precondition(r)
-            rz_new = xp.vdot(r, z)
-            kernels.cg_direction(p, z, rz_new, rz)
-            rz = rz_new
-        iterations += CG_RESTART
-    return x, iterations
 
 
 class ADMMPhase:
@@ -81,8 +48,7 @@ class ADMMPhase:
         self.rho_max = rho_max
         self.sweeps = 0
         self.cg_iterations = 0
-        self.converged = False
-        self.failed = False
+        self.outcome: PhaseOutcome | None = None  # set when the phase ends
         self.U = state.R.copy()
         self.V = state.R.copy()
         self.restarts = 0
@@ -109,9 +75,9 @@ class ADMMPhase:
         st = self.state
         start_R, start_lam, start_rho = st.R.copy(), st.lam.copy(), st.rho
         while True:
-            diverged = yield from self._sweeps()
-            if not diverged or self.restarts >= MAX_RESTARTS:
-                self.failed = diverged
+            outcome = yield from self._sweeps()
+            if outcome is not PhaseOutcome.FAILED or self.restarts >= MAX_RESTARTS:
+                self.outcome = outcome
                 return
             self.restarts += 1
             start_rho *= RESTART_RHO_FACTOR
@@ -120,7 +86,7 @@ class ADMMPhase:
             self.U, self.V = start_R.copy(), start_R.copy()
 
     def _sweeps(self):
-        """ADMM sweeps; returns True if the iterates diverged."""
+        """ADMM sweeps; returns how they ended (FAILED: the iterates diverged)."""
         st, op, tol = self.state, self.op, self.settings.tol
         cap = self.rho_max
         ceiling = RHO_CEILING_FACTOR * max(self.settings.rho_max, cap)
@@ -151,20 +117,19 @@ class ADMMPhase:
             if start_pinf is None:
                 start_pinf = max(progress.primal_infeasibility_inf, tol)
             if not progress.finite or progress.primal_infeasibility_inf > DIVERGENCE_FACTOR * start_pinf:
-                return True
+                return PhaseOutcome.FAILED
             # the first run stops on feasibility alone (LoRADS: the driver then measures and polishes);
             # both runs stop once the reported primal error and the gap are within tol
             done = progress.primal_infeasibility <= tol and progress.gap <= tol
             if not self.reopt:
                 done = done or progress.primal_infeasibility_inf <= tol
             if done:
-                self.converged = True
-                return False
+                return PhaseOutcome.CONVERGED
             # Feasible but the gap no longer improves: the multipliers drift (each step multiplies a tiny
             # residual by a large rho), so more sweeps only hurt; the driver measures and polishes.
             best_gap, since_best_gap = (progress.gap, 0) if progress.gap < best_gap else (best_gap, since_best_gap + 1)
             if progress.primal_infeasibility <= tol and since_best_gap >= GAP_PATIENCE:
-                return False
+                return PhaseOutcome.STALLED
             window.append(progress.primal_infeasibility_inf)
             if self.sweeps % RHO_EVERY == 0:
                 st.rho = min(st.rho * RHO_GROWTH, cap)
@@ -174,4 +139,4 @@ class ADMMPhase:
                     cap = min(cap * RHO_GROWTH ** 4, ceiling)
                     st.rho = cap
                 previous_mean = mean
-        return False
+        return PhaseOutcome.BUDGET_SPENT

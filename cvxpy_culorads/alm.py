@@ -21,8 +21,8 @@ import math
 
 import numpy as np
 
-from .layout import widening_fits
-from .state import Progress, SolverState, widen_factor
+from .memory import widening_fits
+from .state import PhaseOutcome, Progress, SolverState, widen_factor
 
 __all__ = ["ALMPhase", "quartic_minimiser"]
 
@@ -92,8 +92,7 @@ class ALMPhase:
         self.kernels = op.kernels
         self.lbfgs = LBFGS(self.kernels, settings.lbfgs_memory)
         self.steps = 0
-        self.switch = False  # a phase-I exit test passed (_ready_for_phase_two): hand over to phase II
-        self.failed = False  # non-finite iterates
+        self.outcome: PhaseOutcome | None = None  # set when the phase ends (CONVERGED: ready for phase II)
         self.growth_skipped = False  # a rank increase was due but the wider factor would not fit in device memory
         self.G = None
         self.CR = None  # C R, kept up to date along the steps
@@ -103,7 +102,9 @@ class ALMPhase:
     def run(self):
         try:
             yield from self._outer_iterations()
-        finally:  # the phase's n x r work arrays go as soon as it ends: phase II needs the memory (4 GB each at n = 1e8)
+            if self.outcome is None:
+                self.outcome = PhaseOutcome.BUDGET_SPENT
+        finally:  # the phase's n x r work arrays go as soon as it ends: phase II needs the memory (4 GB each, n = 1e8)
             self.G = self.CR = None
             self.lbfgs.reset()
 
@@ -117,7 +118,7 @@ class ALMPhase:
             while True:
                 steps = yield from self._subproblem()
                 outer_steps += steps
-                if self.switch or self.failed:
+                if self.outcome is not None:
                     return
                 self._update_multipliers()
                 passes += 1
@@ -141,7 +142,7 @@ class ALMPhase:
             if new_ranks is not None:
                 self._grow_ranks(new_ranks)
                 rank_flag, outers_since_rank_change = 0, 0
-            if self.switch or self.failed:
+            if self.outcome is not None:
                 return
 
     def _subproblem(self):
@@ -150,7 +151,7 @@ class ALMPhase:
         for steps in range(MAX_SUBPROBLEM_STEPS):
             progress, done = self._lbfgs_step()
             yield progress
-            if done or self.switch or self.failed:
+            if done or self.outcome is not None:
                 return steps
         return MAX_SUBPROBLEM_STEPS
 
@@ -174,11 +175,12 @@ class ALMPhase:
         self.eta = math.sqrt(gg) / (1.0 + s * self.norms.C_inf)
         self.steps += 1
         progress = self._progress(op.row_scale * math.sqrt(max(rr, 0.0)), b_lam / s)
-        if not (progress.finite and math.isfinite(gg)):
-            self.failed = True
+        line_search = (q01, q02, q11, q12, q22, c_rd, c_dd, gg, dg)
+        if not (progress.finite and all(map(math.isfinite, line_search))):
+            self.outcome = PhaseOutcome.FAILED
             return progress, True
         if self.switch_when_feasible and self._ready_for_phase_two(progress):
-            self.switch = True
+            self.outcome = PhaseOutcome.CONVERGED
             return progress, True
         if self.eta <= 0.1 / rho:
             return progress, True

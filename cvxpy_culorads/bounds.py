@@ -68,7 +68,7 @@ class TraceBounds:
     user: float | None
 
     @classmethod
-    def of(cls, problem, user: float | None = None) -> "TraceBounds":
+    def of(cls, problem, user: float | None = None) -> TraceBounds:
         nonneg_diagonal = _nonnegative_diagonal_constraints(problem)
         blocks = []
         for coeff, n in zip(problem.A_coords, problem.block_sizes):
@@ -163,7 +163,7 @@ class FixedDiagonals:
     blocks: tuple  # (offset, stacked rows or None, sqrt(targets)) per block with fixed rows
 
     @classmethod
-    def of(cls, problem, offsets, xp) -> "FixedDiagonals | None":
+    def of(cls, problem, offsets, xp) -> FixedDiagonals | None:
         """The fixed rows of ``problem`` (blocks at ``offsets`` of the stacked factor), as arrays of ``xp``."""
         entries = np.bincount(np.concatenate([c.con for c in problem.A_coords] + [problem.A_lp.tocoo().row]),
                               minlength=problem.m)

@@ -1,30 +1,44 @@
 """The command line ``python -m cvxpy_culorads FILE [options]``: solve an SDPA file or the MaxCut SDP of a graph.
 The file is read with :func:`~cvxpy_culorads.read_sdpa` (or, with ``--maxcut``,
 :func:`~cvxpy_culorads.models.read_graph` and :func:`~cvxpy_culorads.models.maxcut_problem`), solved
-with :func:`~cvxpy_culorads.solve`, and summarised on stdout; ``--json`` prints one JSON object instead
-(the iteration log then goes to stderr), ``--save`` stores the factors and multipliers in an ``.npz``.
-The exit code is 0 when a solution was returned, 1 for a numerical error and 2 for bad input.
+with :func:`~cvxpy_culorads.solve`, and summarised on stdout; ``--json`` prints one strict JSON object instead
+(non-finite numbers are ``null``; the iteration log goes to stderr; bad input gives ``{"error": ...}``), ``--save``
+stores the factors and multipliers in an ``.npz``. Exit codes: 0 a solution was returned (its status may still be
+inaccurate or a limit), 1 the solve ended without one (stalled, infeasible, unbounded, numerical error), 2 bad
+input, 130 interrupted by Ctrl-C (the best point so far is still printed and saved).
 """
 from __future__ import annotations
 
 import argparse
 import contextlib
 import json
+import math
 import sys
 
 import numpy as np
 
-from . import Result, SDPProblem, Settings, gpu_available, read_sdpa, solve
+from . import Result, SDPProblem, Settings, Status, gpu_available, read_sdpa, solve
 from .io import file_stem
 from .models import GRAPH_FORMATS, goemans_williamson, maxcut_problem, read_graph
 
 __all__ = ["main"]
 
-EXIT_SOLVED, EXIT_NUMERICAL_ERROR, EXIT_BAD_INPUT = 0, 1, 2
+EXIT_SOLVED, EXIT_NO_SOLUTION, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+class _Parser(argparse.ArgumentParser):
+    """argparse, whose usage errors become a JSON error object on stdout when ``--json`` was asked for."""
+
+    json_errors = False
+
+    def error(self, message: str):
+        if self.json_errors:
+            _print_json({"error": {"kind": "bad_input", "message": message}})
+        super().error(message)  # usage and message on stderr, exit 2
+
+
+def _parser(json_errors: bool = False) -> argparse.ArgumentParser:
+    parser = _Parser(
         prog="python -m cvxpy_culorads",
         description="Solve a semidefinite program with LoRADS: an SDPA sparse file (.dat-s, .dat-s.gz, "
                     ".dat-s.xz), or with --maxcut the MaxCut SDP of a graph file.")
@@ -49,6 +63,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--json", action="store_true", help="print one JSON object with the results on stdout")
     parser.add_argument("--save", metavar="FILE.npz", help="save the factors R_k, x_lp and the dual to an .npz")
     parser.add_argument("--quiet", action="store_true", help="no iteration log")
+    parser.json_errors = json_errors
     return parser
 
 
@@ -81,7 +96,7 @@ def _report(problem: SDPProblem, result: Result, cut: float | None) -> dict:
         "dual_bound": result.dual_bound,
         "certified_gap": result.certified_gap,
         "criteria": {name: float(value) for name, value in result.criteria.items()},
-        "errors": {name: float(value) for name, value in result.errors.items()},
+        "errors": result.errors.as_dict(),
         "iterations": {name: int(value) for name, value in result.iterations.items()},
         "ranks": [int(rank) for rank in result.ranks],
         "solve_time": float(result.solve_time),
@@ -125,28 +140,54 @@ def _print_summary(report: dict, maxcut: bool) -> None:
     print("\n".join(lines))
 
 
-def _bad_input(message: str) -> int:
+def _json_ready(value):
+    """``value`` with every non-finite float replaced by None, so that the JSON is strict (RFC 8259)."""
+    if isinstance(value, dict):
+        return {key: _json_ready(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_ready(item) for item in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def _print_json(report: dict) -> None:
+    print(json.dumps(_json_ready(report), allow_nan=False))
+
+
+def _bad_input(message: str, as_json: bool) -> int:
     print(f"error: {message}", file=sys.stderr)
+    if as_json:
+        _print_json({"error": {"kind": "bad_input", "message": message}})
     return EXIT_BAD_INPUT
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the command line on ``argv`` (default ``sys.argv[1:]``) and return the exit code.
 
-    Argument errors raise ``SystemExit(2)`` from argparse.
+    Argument errors raise ``SystemExit(2)`` from argparse (after the JSON error object, with ``--json``).
     """
-    args = _parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = _parser(json_errors="--json" in argv).parse_args(argv)
+    try:
+        return _run(args)
+    except KeyboardInterrupt:  # outside the solve, which stops by itself with the best point
+        print("interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+def _run(args: argparse.Namespace) -> int:
     try:
         settings = _settings(args)
     except ValueError as exc:
-        return _bad_input(str(exc))
+        return _bad_input(str(exc), args.json)
     if settings.device == "gpu" and not gpu_available():
         return _bad_input("--device gpu: no usable GPU (CuPy is missing or sees no CUDA device); "
-                          "use --device cpu or auto")
+                          "use --device cpu or auto", args.json)
     try:
         problem, W = _load(args)
     except (OSError, ValueError) as exc:
-        return _bad_input(str(exc))
+        return _bad_input(str(exc), args.json)
 
     # With --json, stdout carries the JSON object only.
     with contextlib.redirect_stdout(sys.stderr) if args.json else contextlib.nullcontext():
@@ -157,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
 
     report = _report(problem, result, cut)
     if args.json:
-        print(json.dumps(report))
+        _print_json(report)
     else:
         _print_summary(report, args.maxcut)
     if args.save:
@@ -165,5 +206,7 @@ def main(argv: list[str] | None = None) -> int:
             np.savez(args.save, **{f"R_{k}": R for k, R in enumerate(result.factors)},
                      x_lp=result.x_lp, dual=result.dual)
         except OSError as exc:
-            return _bad_input(f"cannot save the solution: {exc}")
-    return EXIT_SOLVED if result.status.has_solution else EXIT_NUMERICAL_ERROR
+            return _bad_input(f"cannot save the solution: {exc}", False)
+    if result.status is Status.INTERRUPTED:
+        return EXIT_INTERRUPTED
+    return EXIT_SOLVED if result.status.has_solution else EXIT_NO_SOLUTION

@@ -15,10 +15,9 @@ import time
 from dataclasses import dataclass
 from typing import NamedTuple
 
+import cvxpy.settings as s
 import numpy as np
 import scipy.sparse as sp
-
-import cvxpy.settings as s
 from cvxpy.constraints import ExpCone, NonNeg, PowCone3D, PowConeND, SvecPSD, Zero
 from cvxpy.error import SolverError
 from cvxpy.reductions.solution import Solution, failure_solution
@@ -34,11 +33,9 @@ from .settings import Settings
 
 __all__ = ["CULORADS", "SolutionMap", "register", "to_sdp_problem"]
 
-try:  # ExtractDirectCones (cvxpy >= 1.9.3) hands PSD and nonnegative variables over as they are
-    from cvxpy.reductions.cone2cone import extract_direct_cones  # noqa: F401
-    _DIRECT_CONE_KINDS = frozenset({"psd_triangle", "nonneg"})
-except ImportError:  # older cvxpy: to_sdp_problem finds the same blocks in the slack rows itself
-    _DIRECT_CONE_KINDS = frozenset()
+# ExtractDirectCones (cvxpy >= 1.9.3, the version pyproject.toml requires) hands PSD and nonnegative variables
+# over as they are; with DIR_CONE_KINDS empty, to_sdp_problem finds the same blocks in the slack rows itself.
+_DIRECT_CONE_KINDS = frozenset({"psd_triangle", "nonneg"})
 
 _SQRT2 = np.sqrt(2.0)
 
@@ -307,6 +304,7 @@ class _SolverOutput(NamedTuple):
     result: Result
     mapping: SolutionMap
     setup_time: float
+    accept_unknown: bool
 
 
 class CULORADS(ConicSolver):
@@ -328,8 +326,12 @@ class CULORADS(ConicSolver):
     STATUS_MAP = {
         Status.OPTIMAL: s.OPTIMAL,
         Status.INACCURATE: s.OPTIMAL_INACCURATE,
+        Status.STALLED: s.SOLVER_ERROR,  # OPTIMAL_INACCURATE with the option accept_unknown=True
+        Status.INFEASIBLE_INACCURATE: s.INFEASIBLE_INACCURATE,
+        Status.UNBOUNDED_INACCURATE: s.UNBOUNDED_INACCURATE,
         Status.TIME_LIMIT: s.USER_LIMIT,
         Status.ITERATION_LIMIT: s.USER_LIMIT,
+        Status.INTERRUPTED: s.USER_LIMIT,
         Status.NUMERICAL_ERROR: s.SOLVER_ERROR,
     }
 
@@ -365,22 +367,28 @@ class CULORADS(ConicSolver):
     def solve_via_data(self, data, warm_start: bool, verbose: bool, solver_opts, solver_cache=None):
         """Converts the data to an :class:`SDPProblem` and runs the engine.
 
-        ``solver_opts`` are :class:`Settings` fields; an unknown name raises ``ValueError``.
-        ``warm_start`` is ignored: the engine starts from its own random factors.
+        ``solver_opts`` are :class:`Settings` fields, and ``accept_unknown`` (as in CVXPY's Clarabel interface:
+        True reports a STALLED solve's best point as ``optimal_inaccurate`` instead of ``solver_error``); an
+        unknown name raises ``ValueError``. ``warm_start`` is ignored: the engine starts from its own random factors.
         """
         from .driver import solve
 
-        options = {key: value for key, value in solver_opts.items() if key != "use_quad_obj"}
+        options = {key: value for key, value in solver_opts.items() if key not in ("use_quad_obj", "accept_unknown")}
+        accept_unknown = solver_opts.get("accept_unknown", False)
+        if not isinstance(accept_unknown, (bool, np.bool_)):
+            raise ValueError(f"accept_unknown must be True or False, got {accept_unknown!r}")
         settings = Settings.from_options(verbose=verbose, **options)
         start = time.perf_counter()
         problem, mapping = to_sdp_problem(data)
         setup_time = time.perf_counter() - start
-        return _SolverOutput(solve(problem, settings), mapping, setup_time)
+        return _SolverOutput(solve(problem, settings), mapping, setup_time, bool(accept_unknown))
 
     def invert(self, solution: _SolverOutput, inverse_data):
         """Returns the solution to the original problem given the inverse_data."""
         result, mapping = solution.result, solution.mapping
         status = self.STATUS_MAP[result.status]
+        if result.status is Status.STALLED and solution.accept_unknown:
+            status = s.OPTIMAL_INACCURATE
         attr = {
             s.SOLVE_TIME: result.solve_time,
             s.SETUP_TIME: solution.setup_time,
@@ -423,3 +431,6 @@ def register() -> CULORADS:
         solver = CULORADS()
         solver_defines.SOLVER_MAP_CONIC[solver.name()] = solver
     return solver
+
+
+register()  # importing the interface is registering it: cvxpy_culorads imports it once CVXPY is imported

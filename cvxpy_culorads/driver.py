@@ -14,12 +14,15 @@ slack still has a clearly negative eigenvalue, the point is a low-rank saddle: t
 eigenvector and both phases run again. Problems small enough for a dense interior-point method
 (``interior_point.py``) go to it when the low-rank phases have used ``interior_point_patience`` inner
 iterations or end without meeting ``tol``: that is where low-rank methods stall (degenerate or high-rank
-optima). The best point seen is returned with an honest status. Phases are generators; this module alone
-owns time and iteration limits and the iteration log.
+optima). The best point seen is returned with an honest status: iterates that run away end the solve
+(UNBOUNDED_INACCURATE when they follow a primal ray), multipliers that run away along a Farkas direction make it
+INFEASIBLE_INACCURATE, Ctrl-C makes it INTERRUPTED, and the time limit holds through the final measurement.
+Phases are generators; this module alone owns time and iteration limits and the iteration log.
 """
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import sys
 import time
@@ -32,26 +35,43 @@ from .admm import ADMMPhase
 from .alm import ALMPhase
 from .backend import select_backend
 from .bounds import DualBound, FixedDiagonals, TraceBounds
-from .certificates import (Eigenpair, ProblemNorms, dual_infeasibility, primal_infeasibility, relative_gap,
-                           stationary_multipliers)
-from .interior_point import InteriorPointPhase, work_bytes
-from .layout import BlockLayout, CompressedOperator, estimate_device_bytes, widening_fits
-from .result import Result, Status
+from .certificates import Eigenpair, dual_infeasibility, farkas_violations, is_primal_ray, stationary_multipliers
+from .interior_point import InteriorPointPhase
+from .kernels import check_capabilities, kernels_for
+from .layout import BlockLayout, CompressedOperator
+from .measures import ProblemNorms, primal_infeasibility, relative_gap, worst
+from .memory import check_fits, interior_point_work_bytes, widening_fits
+from .result import Errors, Result, Status
+from .scaling import DiagonalScaling
 from .settings import Settings
-from .state import SolverState, block_ranks, widen_factor
+from .state import PhaseOutcome, SolverState, block_ranks, widen_factor
 
 __all__ = ["solve"]
 
 REOPT_ROUNDS = {0: 0, 1: 1, 2: 8}
 REOPT_ALM_OUTER = 3
 MAX_ESCAPES = 5  # rank increases driven by a negative eigenvalue of the dual slack
-PHASE_TAGS = {"alm": "ALM", "admm": "ADMM", "interior_point": "IPM"}  # Result.iterations key: Progress.phase
 MEMORY_BOUND_MESSAGE = "rank increase skipped: the wider factor would not fit in device memory"
 INTERIOR_POINT_MEMORY_MESSAGE = "interior-point method skipped: its dense work arrays would not fit in device memory"
+# |<C, X>| beyond this times (1 + ||C||_1)(1 + ||b||_1) / max(||A||_inf, 1e-300) means the iterates ran away: far
+# beyond the size of any solution the data describe, yet far from overflow (an unbounded ALM run grows |<C, X>|
+# by up to TAU_MAX^2 per step)
+RUNAWAY_OBJECTIVE = 1e12
+# the final measurement after a time limit may use this share of the limit, plus FINAL_MEASURE_SECONDS: the
+# promise is an overrun of at most 10 % + 1 s, and the result still has to be assembled
+FINAL_MEASURE_SHARE, FINAL_MEASURE_SECONDS = 0.1, 0.5
+INTERRUPT_MEASURE_SECONDS = 1.0  # what measuring the point costs after Ctrl-C when none was measured yet
+# the multipliers' direction is evidence of infeasibility when every feasible point would have to be this many
+# times larger than the largest the method reached
+INFEASIBLE_SIZE_FACTOR = 1e6
 
 
 class _Handover(Exception):
     """The low-rank phases used up ``interior_point_patience``: the interior-point method takes over."""
+
+
+class _Diverged(Exception):
+    """The iterates became non-finite or ran away (``RUNAWAY_OBJECTIVE``)."""
 
 
 class _Stop(Exception):
@@ -71,16 +91,23 @@ class _Evaluation:
 
     primal_objective: float
     dual_objective: float
-    errors: dict
+    errors: Errors
     eigenpairs: list[Eigenpair]
     bound: DualBound
     certified_gap: float | None
     criteria: dict
     dual_weights: list[float]
 
+    @classmethod
+    def unmeasurable(cls, settings: Settings) -> _Evaluation:
+        """The evaluation of a point that is not finite: every measure infinitely bad."""
+        errors = Errors.unmeasured()
+        return cls(math.nan, math.nan, errors, [], DualBound(None, "none: the point is not finite"), None,
+                   _criteria(settings.criterion, errors, None), [])
+
     @property
     def worst(self) -> float:
-        return max(self.criteria.values())
+        return worst(self.criteria.values())
 
     @property
     def slack_estimate(self) -> float:
@@ -97,17 +124,17 @@ class _Evaluation:
 DUAL_MEASURES = ("certified_gap", "dual_slack_violation", "dual_infeasibility")
 
 
-def _criteria(criterion: str, errors: dict, certified_gap: float | None) -> dict:
+def _criteria(criterion: str, errors: Errors, certified_gap: float | None) -> dict:
     """The measures that must be within tol for OPTIMAL. ``"dimacs"``: the paper's three errors. ``"certified"``:
     the primal residual per constraint (||A(X) - b||_2 / (1 + ||b||_2)) and the certified gap, or, where no
     bound exists, the dual slack's negative eigenvalues on the ||C||_inf scale and the gap."""
     if criterion == "dimacs":
         names = ("primal_infeasibility", "dual_infeasibility", "gap")
     elif certified_gap is not None:
-        return {"primal_residual": errors["primal_residual"], "certified_gap": certified_gap}
+        return {"primal_residual": errors.primal_residual, "certified_gap": certified_gap}
     else:
         names = ("primal_residual", "dual_slack_violation", "gap")
-    return {name: errors[name] for name in names}
+    return {name: getattr(errors, name) for name in names}
 
 
 class _Run:
@@ -116,10 +143,14 @@ class _Run:
     def __init__(self, problem, settings: Settings):
         self.problem, self.settings = problem, settings
         self.start = time.perf_counter()
+        self.deadline = self.start + settings.time_limit
+        # measuring a point may run on past the deadline by the grace the time limit's promise leaves
+        self.measure_deadline = self.deadline + FINAL_MEASURE_SHARE * settings.time_limit + FINAL_MEASURE_SECONDS
         self.backend = select_backend(settings.device)
+        check_capabilities(kernels_for(self.backend), settings, self.backend.describe())
         layout = BlockLayout.of(problem)
         initial, self.max_ranks = block_ranks(layout, settings.rank, settings.rank_factor)
-        _check_memory(problem, layout, max(initial + [1]), self.backend)
+        check_fits(problem, layout, max(initial + [1]), self.backend)
         self.op = CompressedOperator(problem, self.backend, rescale=settings.l2_rescaling, layout=layout)
         self.backend.synchronize()
         self.setup_time = self.elapsed()
@@ -129,18 +160,24 @@ class _Run:
         self.peak_device_bytes = self.backend.pool_bytes()
         self.backend.release_cached_blocks()
         self.norms = ProblemNorms.of(problem)
+        self.runaway_objective = (RUNAWAY_OBJECTIVE * (1.0 + self.norms.C_1) * (1.0 + self.norms.b_1)
+                                  / max(self.norms.A_inf, 1e-300))
+        # of the measured points: the largest tr X + sum x, and the (unscaled) multipliers of largest norm, whose
+        # direction may be a Farkas ray (infeasibility evidence)
+        self.largest_size, self.largest_multipliers, self._largest_norm = 0.0, None, 0.0
         self.trace_bounds = TraceBounds.of(problem, settings.trace_bound)
         # the paper's rule measures the iterate as it is; the certified one returns it projected onto fixed rows
         self.fixed_diagonals = (FixedDiagonals.of(problem, layout.offsets, self.backend.xp)
                                 if settings.criterion == "certified" else None)
         self.inner_iterations = 0
-        self.log: list = []
+        self.iterations = {"alm": 0, "admm": 0, "interior_point": 0}  # inner iterations per stage
+        self.log: list | None = [] if settings.keep_log else None
         self._last_print = -math.inf
         self._eigenvectors = None  # of the dual slack at the last evaluation, the warm start of the next
         self.stage_times = {"alm": 0.0, "admm": 0.0, "interior_point": 0.0, "certificates": 0.0}
         self.state = self._initial_state(initial)
         self.best = None  # the best _Snapshot so far
-        self.interior_point_bytes = work_bytes(problem) if settings.interior_point else None
+        self.interior_point_bytes = interior_point_work_bytes(problem) if settings.interior_point else None
         self.in_interior_point = False
 
     def elapsed(self) -> float:
@@ -164,7 +201,10 @@ class _Run:
         with self.timed(stage), contextlib.closing(phase.run()) as rows:
             for progress in rows:
                 self.inner_iterations += 1
+                self.iterations[stage] += 1
                 self.record(progress)
+                if not abs(progress.primal_objective) <= self.runaway_objective:  # NaN too
+                    raise _Diverged()
                 if self.elapsed() > self.settings.time_limit:
                     raise _Stop(Status.TIME_LIMIT)
                 if self.inner_iterations >= self.settings.max_iter:
@@ -184,7 +224,15 @@ class _Run:
             return False
         return True
 
-    def keep(self, snapshot: "_Snapshot") -> None:
+    def note_size(self, R, lam) -> None:
+        """Remember the largest size of a point and the multipliers of largest norm (see ``__init__``)."""
+        xp = self.backend.xp
+        self.largest_size = max(self.largest_size, float(xp.vdot(R, R)))
+        norm = float(xp.linalg.norm(lam))
+        if norm > self._largest_norm:
+            self.largest_multipliers, self._largest_norm = lam.copy(), norm
+
+    def keep(self, snapshot: _Snapshot) -> None:
         """Remember ``snapshot`` if it is better than the best point so far."""
         self.best = _better(self.best, snapshot)
 
@@ -200,7 +248,8 @@ class _Run:
             self.stage_times[stage] += time.perf_counter() - start
 
     def record(self, progress, force: bool = False) -> None:
-        self.log.append(progress)
+        if self.log is not None:
+            self.log.append(progress)
         if not self.settings.verbose:
             return
         now = self.elapsed()
@@ -219,8 +268,8 @@ class _Run:
         """(||A(X) - b||_2, max_i |A(X)_i - b_i| / (1 + |b_i|), <C, X>) of the factor R, from scratch."""
         op, xp = self.op, self.backend.xp
         residual = op.constraints(op.sample(R)) - op.b  # of the rescaled rows: b / row_scale
-        worst = float(xp.max(xp.abs(residual) / (1.0 / op.row_scale + xp.abs(op.b)))) if residual.size else 0.0
-        return op.residual_norm(residual), worst, float(op.objective(R))
+        violation = float(xp.max(xp.abs(residual) / (1.0 / op.row_scale + xp.abs(op.b)))) if residual.size else 0.0
+        return op.residual_norm(residual), violation, float(op.objective(R))
 
     def dual_weights(self, primal: float, dual: float) -> list[float]:
         """Per PSD block, what one unit of -lambda_min(S_k) adds to the criteria's dual measure."""
@@ -240,32 +289,18 @@ class _Run:
         # (a block of zero weight, e.g. fixed to trace 0, needs no accuracy at all)
         accuracy = [0.1 * self.settings.tol / weight if weight > 0 else math.inf for weight in weights]
         dinf, pairs, lp_slacks = dual_infeasibility(op, lam, norms, accuracy, seed=self.settings.seed,
-                                                    guesses=self._eigenvectors)
+                                                    guesses=self._eigenvectors, deadline=self.measure_deadline)
         self._eigenvectors = [pair.vector for pair in pairs]  # the next evaluation's slack is a nearby one
         thetas = [max(0.0, -pair.lower) for pair in pairs]
         sigmas = np.maximum(-lp_slacks, 0.0)
         bound = self.trace_bounds.dual_bound(dual, thetas, sigmas)
         certified_gap = None if bound.value is None else relative_gap(primal, bound.value)
-        errors = {"primal_infeasibility": primal_infeasibility(residual, norms), "dual_infeasibility": dinf,
-                  "gap": relative_gap(primal, dual), "primal_residual": residual / (1.0 + norms.b_2),
-                  "max_violation": worst_violation,
-                  "dual_slack_violation": (sum(thetas) + float(sigmas.sum())) / (1.0 + norms.C_inf)}
+        errors = Errors(primal_infeasibility=primal_infeasibility(residual, norms), dual_infeasibility=dinf,
+                        gap=relative_gap(primal, dual), primal_residual=residual / (1.0 + norms.b_2),
+                        max_violation=worst_violation,
+                        dual_slack_violation=(sum(thetas) + float(sigmas.sum())) / (1.0 + norms.C_inf))
         criteria = _criteria(self.settings.criterion, errors, certified_gap)
         return _Evaluation(primal, dual, errors, pairs, bound, certified_gap, criteria, weights)
-
-
-def _check_memory(problem, layout, rank: int, backend) -> None:
-    """Refuse, before allocating anything, a problem that will not fit on the device at its initial
-    ``rank`` (the maximal rank is rarely reached; rank growth may still run out of memory later)."""
-    free = backend.free_memory()
-    if free is None:
-        return
-    need = estimate_device_bytes(problem, layout, rank)
-    if need > free:
-        raise MemoryError(
-            f"{problem.name}: the solve needs about {need / 2**30:.1f} GiB of device memory at its initial rank "
-            f"{rank} but {free / 2**30:.1f} GiB are free; use device='cpu', a device with more memory, a "
-            f"smaller rank (setting 'rank') or a smaller problem")
 
 
 def solve(problem, settings: Settings | None = None, **options) -> Result:
@@ -277,11 +312,19 @@ def solve(problem, settings: Settings | None = None, **options) -> Result:
     - ``settings``: a :class:`~cvxpy_culorads.Settings`; keyword ``options`` override its fields
       (unknown names raise ``ValueError``).
 
-    **Returns:** a :class:`~cvxpy_culorads.Result`; its status is OPTIMAL only when the three errors
-    measured on the returned factors and multipliers are all within ``tol``.
+    **Returns:** a :class:`~cvxpy_culorads.Result`; its status is OPTIMAL only when the criteria measured on the
+    returned factors and multipliers are all within ``tol``. A badly scaled block is solved as X = D Y D
+    (``scaling.py``); the factors returned are the original problem's.
     """
     settings = Settings.from_options(settings, **options)
-    return _solve(_Run(problem, settings))
+    scaling = DiagonalScaling.of(problem)
+    if scaling is None:
+        return _solve(_Run(problem, settings))
+    result = _solve(_Run(scaling.apply(problem), settings))
+    rescaled = sum(d is not None for d in scaling.diagonals)
+    return dataclasses.replace(result, factors=scaling.unscale_factors(result.factors),
+                               message=f"{result.message}; {rescaled} badly scaled block(s) solved as X = D Y D "
+                                       "(min_eigenvalues are those of D S D)")
 
 
 def _solve(run: _Run) -> Result:
@@ -289,7 +332,7 @@ def _solve(run: _Run) -> Result:
     run.say(f"cvxpy_culorads: {problem!r} on {run.backend.describe()}; initial ranks {run.state.ranks}")
     run.say(f"{'phase':>5} {'iter':>7} {'primal obj':>15} {'dual obj':>15} {'pinf':>9} {'gap':>9} "
             f"{'rho':>9} {'rank':>5} {'time':>9}")
-    stop_status = None
+    stop_status, evidence = None, ""
     # The low-rank phases make many BLAS-1 calls on arrays of 10^4..10^6 entries: multithreaded OpenBLAS
     # gains nothing there and, with the cores busy, turns a 12 us dot into a millisecond one. The
     # interior-point method's dense factorisations do gain from threads.
@@ -303,12 +346,39 @@ def _solve(run: _Run) -> Result:
             run.say(f"the low-rank phases used {run.inner_iterations} iterations: handing over to the "
                     "interior-point method")
             run.keep(_Snapshot.of(run))
+        except _Diverged:
+            # a point was measured, the iterates are no ray and the interior-point method can start afresh
+            if run.best is None or _divergence(run)[0] is not Status.NUMERICAL_ERROR or \
+                    not run.interior_point_available():
+                raise
+            run.say("the low-rank phases diverged: handing over to the interior-point method")
         if run.best.evaluation.worst > settings.tol and run.interior_point_available():
             _interior_point(run)
     except _Stop as stop:
         stop_status = stop.status
         run.keep(_Snapshot.of(run))
-    return _result(run, run.best, stop_status)
+    except _Diverged:
+        stop_status, evidence = _divergence(run)
+        if run.best is None:
+            run.keep(_Snapshot.of(run))
+    except KeyboardInterrupt:
+        stop_status = Status.INTERRUPTED
+        if run.best is None:  # measure the point, briefly: whoever pressed Ctrl-C wants to stop now
+            run.measure_deadline = min(run.measure_deadline, time.perf_counter() + INTERRUPT_MEASURE_SECONDS)
+            run.keep(_Snapshot.of(run))
+    return _result(run, run.best, stop_status, evidence)
+
+
+def _divergence(run: _Run) -> tuple[Status, str]:
+    """The status of iterates that ran away or became non-finite: UNBOUNDED_INACCURATE when the point, scaled to
+    size one, is an approximate primal ray (``certificates.is_primal_ray``), else NUMERICAL_ERROR."""
+    R, xp = run.state.R, run.backend.xp
+    size = float(xp.vdot(R, R))
+    residual, _, objective = run.primal_measures(R)
+    if is_primal_ray(objective, residual, size, run.norms, run.settings.inaccurate_tol):
+        return Status.UNBOUNDED_INACCURATE, (f"the iterates ran away along a primal ray: at tr X = {size:.3g}, "
+                                            f"<C, X> = {objective:.3g} and ||A(X) - b||_2 = {residual:.3g}")
+    return Status.NUMERICAL_ERROR, ""
 
 
 def _low_rank_phases(run: _Run) -> None:
@@ -362,19 +432,23 @@ class _Snapshot:
     evaluation: _Evaluation
 
     @classmethod
-    def of(cls, run: _Run) -> "_Snapshot":
+    def of(cls, run: _Run) -> _Snapshot:
         """The current point, its rows projected onto the constraints that fix them (``FixedDiagonals``), with the
         stationary multipliers when they are better than the iterated ones (and then the iterations continue
         from them)."""
         st, xp = run.state, run.backend.xp
         with run.timed("certificates"):
             R = st.R.copy()
+            if not bool(xp.isfinite(R).all() & xp.isfinite(st.lam).all()):
+                return cls(R, st.lam.copy(), st.c_scale, list(st.ranks), _Evaluation.unmeasurable(run.settings))
             if run.fixed_diagonals is not None:
                 run.fixed_diagonals.project(R, xp)
             lam, measures = st.lam / st.c_scale, run.primal_measures(R)
+            run.note_size(R, lam)
             evaluation = run.evaluate(lam, measures)
-            if evaluation.dual_measure > run.settings.tol and math.isfinite(evaluation.worst):
-                refined = stationary_multipliers(run.op, R, lam)
+            stationary_pays = evaluation.dual_measure > run.settings.tol and math.isfinite(evaluation.worst)
+            if stationary_pays and time.perf_counter() < run.deadline:
+                refined = stationary_multipliers(run.op, R, lam, deadline=run.measure_deadline)
                 candidate = run.evaluate(refined, measures)
                 if candidate.worst < evaluation.worst:
                     evaluation, st.lam = candidate, refined * st.c_scale
@@ -394,21 +468,28 @@ def _better(best: _Snapshot | None, candidate: _Snapshot) -> _Snapshot:
 
 def _two_phases(run: _Run) -> None:
     """Phase I until the switch tolerance, then phase II with its first-run exit."""
-    alm = ALMPhase(run.op, run.state, run.settings, run.norms, run.max_ranks,
-                   outer_budget=run.settings.max_alm_outer)
-    run.run_phase(alm, "alm")
-    _report_growth_skipped(run, alm)
-    if alm.failed:
-        raise _Stop(Status.NUMERICAL_ERROR)
+    _run_alm(run, ALMPhase(run.op, run.state, run.settings, run.norms, run.max_ranks,
+                           outer_budget=run.settings.max_alm_outer))
     rho_max = _switch_to_admm(run.state, run.settings)
-    admm = ADMMPhase(run.op, run.state, run.settings, run.norms, max_sweeps=run.settings.max_admm_iter,
-                     reopt=False, rho_max=rho_max)
-    run.run_phase(admm, "admm")
+    _run_admm(run, ADMMPhase(run.op, run.state, run.settings, run.norms, max_sweeps=run.settings.max_admm_iter,
+                             reopt=False, rho_max=rho_max))
 
 
-def _report_growth_skipped(run: _Run, alm: ALMPhase) -> None:
+def _run_alm(run: _Run, alm: ALMPhase) -> None:
+    """Phase I; non-finite iterates end the solve (the driver then reports the best point measured)."""
+    run.run_phase(alm, "alm")
     if alm.growth_skipped:
         run.say(MEMORY_BOUND_MESSAGE)
+    if alm.outcome is PhaseOutcome.FAILED:
+        raise _Diverged()
+
+
+def _run_admm(run: _Run, admm: ADMMPhase) -> None:
+    """Phase II; when it diverged beyond its restarts, the point it leaves is measured like any other (a
+    snapshot never beats a better one), and the log says so."""
+    run.run_phase(admm, "admm")
+    if admm.outcome is PhaseOutcome.FAILED:
+        run.say(f"phase II diverged after {admm.restarts} restarts")
 
 
 def _escape_directions(run: _Run, evaluation: _Evaluation):
@@ -469,50 +550,96 @@ def _reoptimise(run: _Run) -> None:
     st.c_scale *= kappa
     st.lam = st.lam * kappa
     run.say(f"re-optimisation: objective scale {st.c_scale:g}")
-    alm = ALMPhase(run.op, st, settings, run.norms, run.max_ranks, outer_budget=REOPT_ALM_OUTER,
-                   rho_factor=math.sqrt(2.0), grow_ranks=len(run.op.layout.sizes) <= 10, switch_when_feasible=False)
-    run.run_phase(alm, "alm")
-    _report_growth_skipped(run, alm)
+    _run_alm(run, ALMPhase(run.op, st, settings, run.norms, run.max_ranks, outer_budget=REOPT_ALM_OUTER,
+                           rho_factor=math.sqrt(2.0), grow_ranks=len(run.op.layout.sizes) <= 10,
+                           switch_when_feasible=False))
     rho_max = _switch_to_admm(st, settings)
-    admm = ADMMPhase(run.op, st, settings, run.norms, max_sweeps=settings.max_admm_iter, reopt=True,
-                     rho_max=rho_max)
-    run.run_phase(admm, "admm")
+    _run_admm(run, ADMMPhase(run.op, st, settings, run.norms, max_sweeps=settings.max_admm_iter, reopt=True,
+                             rho_max=rho_max))
 
 
-def _result(run: _Run, best: _Snapshot, stop_status: Status | None) -> Result:
+def _result(run: _Run, best: _Snapshot, stop_status: Status | None, evidence: str) -> Result:
     settings, layout, backend = run.settings, run.op.layout, run.backend
     evaluation = best.evaluation
-    if not math.isfinite(evaluation.worst):
-        status = Status.NUMERICAL_ERROR
-    elif evaluation.worst <= settings.tol:
-        status = Status.OPTIMAL
-    else:
-        status = stop_status or Status.INACCURATE
+    status = _status(evaluation, stop_status, settings)
+    if status is Status.STALLED:
+        evidence = _infeasibility_evidence(run)
+        status = Status.INFEASIBLE_INACCURATE if evidence else status
     R = backend.to_host(best.R)
-    factors = [np.ascontiguousarray(R[o:o + n, :r]) for o, n, r in zip(layout.offsets, layout.sizes, best.ranks)]
+    factors = tuple(np.ascontiguousarray(R[o:o + n, :r]) for o, n, r in zip(layout.offsets, layout.sizes, best.ranks))
     x_lp = R[layout.lp_offset:, 0] ** 2
     dual = backend.to_host(best.lam) / (best.c_scale * run.op.row_scale)
-    phases = {name: sum(p.phase == tag for p in run.log) for name, tag in PHASE_TAGS.items()}
+    message = "; ".join(filter(None, [_message(status, evaluation, settings), evidence,
+                                      f"dual bound: {evaluation.bound.how}"]))
     result = Result(status=status, primal_objective=evaluation.primal_objective,
-                    dual_objective=evaluation.dual_objective, errors=dict(evaluation.errors),
+                    dual_objective=evaluation.dual_objective, errors=evaluation.errors,
                     criteria=dict(evaluation.criteria), dual_bound=evaluation.bound.value,
                     certified_gap=evaluation.certified_gap, factors=factors,
-                    x_lp=x_lp, dual=dual, iterations=phases, ranks=list(best.ranks), solve_time=run.elapsed(),
-                    setup_time=run.setup_time, stage_times=dict(run.stage_times),
+                    x_lp=x_lp, dual=dual, iterations=dict(run.iterations), ranks=tuple(best.ranks),
+                    solve_time=run.elapsed(), setup_time=run.setup_time, stage_times=dict(run.stage_times),
                     peak_device_bytes=max(run.peak_device_bytes, backend.pool_bytes()),
-                    min_eigenvalues=[pair.value for pair in evaluation.eigenpairs],
-                    device=backend.describe(), message=f"{_message(status, evaluation, settings)}; dual bound: "
-                                                        f"{evaluation.bound.how}", log=run.log)
+                    min_eigenvalues=tuple(pair.value for pair in evaluation.eigenpairs),
+                    device=backend.describe(), message=message, log=tuple(run.log or ()))
     run.say(result.summary())
     return result
+
+
+def _status(evaluation: _Evaluation, stop_status: Status | None, settings: Settings) -> Status:
+    """OPTIMAL when the criteria hold (whatever stopped the run); else what stopped it; else INACCURATE within
+    ``reduced_tol``, STALLED above it, NUMERICAL_ERROR for a point that could not be measured."""
+    if evaluation.worst <= settings.tol:
+        return Status.OPTIMAL
+    if stop_status is not None:
+        return stop_status
+    if evaluation.worst <= settings.inaccurate_tol:
+        return Status.INACCURATE
+    return Status.STALLED if math.isfinite(evaluation.worst) else Status.NUMERICAL_ERROR
+
+
+def _infeasibility_evidence(run: _Run) -> str:
+    """What the direction d = lambda / ||lambda|| of the largest multipliers measured says about feasibility
+    (``certificates.farkas_violations``), when it says enough: every feasible point would have to exceed the
+    trace bounds the data imply, or be INFEASIBLE_SIZE_FACTOR times larger than any the method reached. Empty
+    otherwise."""
+    op, lam = run.op, run.largest_multipliers
+    if lam is None:
+        return ""
+    direction = lam / run.backend.xp.linalg.norm(lam)
+    reach = float(op.b @ direction)  # b'd = <A*(d), X> for every feasible X
+    if not reach > 0.0:
+        return ""
+    size_limit = INFEASIBLE_SIZE_FACTOR * max(1.0, run.largest_size)
+    with run.timed("certificates"):
+        pairs, lp_entries = farkas_violations(op, direction, accuracy=0.1 * reach / size_limit,
+                                              seed=run.settings.seed, deadline=run.measure_deadline)
+    eps = np.array([max(0.0, -pair.lower) for pair in pairs])
+    sigma = np.maximum(-lp_entries, 0.0)
+    taus, bounds = np.asarray(run.trace_bounds.blocks, dtype=float), run.trace_bounds.lp
+    if np.all(np.isfinite(taus[eps > 0])) and np.all(np.isfinite(bounds[sigma > 0])):
+        capacity = float(eps[eps > 0] @ taus[eps > 0] + sigma[sigma > 0] @ bounds[sigma > 0])
+        if capacity < reach:
+            return (f"Farkas certificate: b'd = {reach:.3g} exceeds {capacity:.3g}, the most <A*(d), X> reaches "
+                    "within the trace bounds the constraints imply")
+    largest = float(max(eps.max(initial=0.0), sigma.max(initial=0.0)))
+    needed = reach / largest if largest > 0.0 else math.inf
+    if needed > size_limit:
+        return (f"the multipliers ran away along a near-Farkas direction: every feasible point would need "
+                f"tr X + sum x >= {needed:.3g}, the largest point reached has {run.largest_size:.3g}")
+    return ""
 
 
 def _message(status: Status, evaluation: _Evaluation, settings: Settings) -> str:
     measures = ", ".join(evaluation.criteria)
     return {
         Status.OPTIMAL: f"{measures} within tol = {settings.tol:g}",
-        Status.INACCURATE: f"stopped with {measures} not all within tol = {settings.tol:g}",
+        Status.INACCURATE: f"stopped with {measures} within reduced_tol = {settings.inaccurate_tol:g} but not all "
+                           f"within tol = {settings.tol:g}",
+        Status.STALLED: f"stopped without progress, {measures} not all within reduced_tol = "
+                        f"{settings.inaccurate_tol:g}: the point is no answer",
+        Status.INFEASIBLE_INACCURATE: "the problem appears to be infeasible",
+        Status.UNBOUNDED_INACCURATE: "the problem appears to be unbounded",
         Status.TIME_LIMIT: f"time_limit = {settings.time_limit:g} s reached",
         Status.ITERATION_LIMIT: f"max_iter = {settings.max_iter} reached",
+        Status.INTERRUPTED: "interrupted by the user",
         Status.NUMERICAL_ERROR: "the iterates diverged or became non-finite",
     }[status]

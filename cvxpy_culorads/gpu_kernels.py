@@ -20,9 +20,8 @@ from __future__ import annotations
 
 import functools
 
-import numpy as np
-
 import cupy
+import numpy as np
 
 __all__ = ["GpuKernels", "lanes_for_rank", "sym_sample", "sym_sample_pair", "csr_matmul", "lbfgs_direction",
            "line_search_products"]
@@ -322,7 +321,8 @@ __global__ void line_search_kernel(const double* __restrict__ aw, const double* 
     double acc[9];
 #pragma unroll
     for (int p = 0; p < 9; ++p) acc[p] = 0.0;
-    const long long stride = (long long)gridDim.x * blockDim.x, start = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    const long long stride = (long long)gridDim.x * blockDim.x;
+    const long long start = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     for (long long i = start; i < m; i += stride) {
         const double res = a[i] - b[i], q0 = lam[i] / rho - res, q1 = 2.0 * aw[2 * i], q2 = aw[2 * i + 1];
         acc[0] = fma(q0, q1, acc[0]);
@@ -576,7 +576,7 @@ def _ticket():
     return ticket
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _multiprocessors(device_id: int) -> int:
     return cupy.cuda.runtime.getDeviceProperties(device_id)["multiProcessorCount"]
 
@@ -631,6 +631,8 @@ class GpuKernels:
     C-contiguous float64 of the right shape and must not alias an input. Calls are asynchronous on the current
     stream and never synchronise with the host (they can be captured in a CUDA graph).
     """
+
+    max_lbfgs_memory = (LBFGS_MAX_VECTORS - 1) // 2
 
     @staticmethod
     def sym_sample(rows, cols, U, V, out=None):

@@ -2,19 +2,19 @@
 
 Low-rank methods stall where the optimum is not low rank or is degenerate (SDPLIB's truss* and
 arch*, thetaG11: LoRADS's C code fails on them as well), yet such problems are usually small. When
-every PSD block is small enough to hold densely and the m x m Schur complement fits (``fits``), the
-driver hands a problem that the low-rank phases have not certified to this method
-(``Settings.interior_point``). It is the infeasible-start primal-dual method with the HKM direction
-and Mehrotra's predictor-corrector, as in SDPT3 and SDPA, written against the array namespace so it
-runs on either backend (on the host when every block is tiny, ``DEVICE_MIN_ORDER``): per iteration
-one m x m Cholesky factorisation, and per block an inverse, a Cholesky factorisation and an
-eigenvalue problem of order n_k. The Schur complement M_ij = sum_k <A_ik, X_k A_jk S_k^-1> is formed
-per block either over the positions the constraints touch (|Omega_k|^2 memory: few positions, e.g.
-the theta problems) or from dense copies of the constraint matrices (m_k n_k^2 memory: few dense
-constraints, e.g. arch*), whichever is smaller. The phase is a generator of ``Progress`` rows; at
-the end it leaves its best iterate in the solver state as a factor (X_k = R_k R_k' from the
-eigendecomposition) and multipliers, which the driver then measures from scratch like any other
-point.
+every PSD block is small enough to hold densely and the m x m Schur complement fits
+(``memory.interior_point_fits``), the driver hands a problem that the low-rank phases have not
+certified to this method (``Settings.interior_point``). It is the infeasible-start primal-dual
+method with the HKM direction and Mehrotra's predictor-corrector, as in SDPT3 and SDPA, written
+against the array namespace so it runs on either backend (on the host when every block is tiny,
+``DEVICE_MIN_ORDER``): per iteration one m x m Cholesky factorisation, and per block an inverse, a
+Cholesky factorisation and an eigenvalue problem of order n_k. The Schur complement M_ij = sum_k
+<A_ik, X_k A_jk S_k^-1> is formed per block either over the positions the constraints touch
+(|Omega_k|^2 memory: few positions, e.g. the theta problems) or from dense copies of the constraint
+matrices (m_k n_k^2 memory: few dense constraints, e.g. arch*), whichever is smaller. The phase is a
+generator of ``Progress`` rows; at the end it leaves its best iterate in the solver state as a
+factor (X_k = R_k R_k' from the eigendecomposition) and multipliers, which the driver then measures
+from scratch like any other point.
 """
 from __future__ import annotations
 
@@ -24,14 +24,12 @@ import numpy as np
 import scipy.sparse as sp
 
 from .backend import select_backend
-from .certificates import relative_gap
+from .measures import relative_gap
+from .memory import route_entries
 from .state import Progress, SolverState
 
-__all__ = ["InteriorPointPhase", "fits", "work_bytes"]
+__all__ = ["InteriorPointPhase"]
 
-MAX_CONSTRAINTS = 5000  # the dense m x m Schur complement and its Cholesky factor
-MAX_BLOCK_ORDER = 1500  # dense inverse, Cholesky and eigenvalue problems of this order per iteration
-MAX_ROUTE_ENTRIES = 3 * 10 ** 7  # float64 entries of one block's Schur complement work arrays
 MAX_ITERATIONS = 100
 STALL_ITERATIONS = 10  # iterations without a new best error estimate that end the method
 TARGET_SHARE = 0.1  # the iteration stops once its own error estimates are this share of tol
@@ -109,33 +107,6 @@ class _Block:
         m_k = self.dense.shape[0]
         products = (X @ self.dense.reshape(m_k, self.n, self.n) @ Z).reshape(m_k, self.n * self.n)
         return self.dense @ products.T
-
-
-def route_entries(positions: int, constraints: int, n: int) -> tuple[bool, int]:
-    """(whether the positions route is the smaller, entries of the smaller route's work arrays)."""
-    by_positions, dense = positions * positions, constraints * n * n
-    return by_positions <= dense, min(by_positions, dense)
-
-
-def work_bytes(problem) -> int | None:
-    """An estimate of the method's memory (the m x m Schur complement, its factor and a copy; each block's Schur
-    route and a score of n_k x n_k iterates and directions), or None when the problem is too large for it."""
-    if problem.m > MAX_CONSTRAINTS or any(n > MAX_BLOCK_ORDER for n in problem.block_sizes):
-        return None
-    entries = 3 * problem.m ** 2 + 4 * problem.n_lp
-    for n, coeff in zip(problem.block_sizes, problem.A_coords):
-        positions = np.unique(coeff.row * n + coeff.col).size
-        constraints = np.unique(coeff.con).size
-        route = route_entries(positions, constraints, n)[1]
-        if route > MAX_ROUTE_ENTRIES:
-            return None
-        entries += 5 * route + 20 * n * n
-    return 8 * entries
-
-
-def fits(problem) -> bool:
-    """Whether the interior-point method's dense work arrays are small enough for it to be cheap."""
-    return work_bytes(problem) is not None
 
 
 class InteriorPointPhase:

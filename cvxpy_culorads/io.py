@@ -15,6 +15,7 @@ import itertools
 import lzma
 import os
 import warnings
+import zlib
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -26,6 +27,8 @@ from .problem import SDPProblem
 __all__ = ["read_sdpa", "write_sdpa", "open_text", "uncompressed_name", "file_stem", "read_table", "row_error"]
 
 _OPENERS = {".gz": gzip.open, ".xz": lzma.open}
+# What reading raises on data that cannot be decompressed (corrupt, truncated, not gzip/xz) or decoded as UTF-8.
+_DECODE_ERRORS = (EOFError, zlib.error, gzip.BadGzipFile, lzma.LZMAError, UnicodeDecodeError)
 # SDPA headers may wrap numbers in braces or parentheses and separate them with commas.
 _PUNCTUATION = str.maketrans("{}(),'", "      ")
 _ENTRY_FIELDS = "matno block i j value"
@@ -36,13 +39,14 @@ _ENTRY_FIELDS = "matno block i j value"
 def open_text(path: str | os.PathLike, mode: str = "rt"):
     """Open a text file for reading (``"rt"``) or writing (``"wt"``), through gzip or xz by suffix.
 
-    Data that cannot be decompressed or decoded raise ``ValueError`` naming the file.
+    Data that cannot be decompressed or decoded, wherever the body reads them, raise ``ValueError`` naming
+    the file; a file that cannot be opened (missing, no permission) raises ``OSError`` as usual.
     """
     opener = _OPENERS.get(Path(path).suffix.lower(), open)
     with opener(path, mode, encoding="utf-8") as f:
         try:
             yield f
-        except (EOFError, lzma.LZMAError, gzip.BadGzipFile, UnicodeDecodeError) as exc:
+        except _DECODE_ERRORS as exc:
             raise ValueError(f"{path}: cannot decode the file ({exc})") from None
 
 
@@ -163,6 +167,9 @@ class _HeaderReader:
         values = self.numbers(count, what)
         if not np.all(values == np.round(values)):
             raise self.error(f"{what} must be integers, found {values[values != np.round(values)][0]:g}")
+        too_large = np.abs(values) >= 2**62  # beyond int64 arithmetic, and far beyond any memory
+        if too_large.any():
+            raise self.error(f"{what}: {values[too_large][0]:g} is too large")
         return values.astype(np.int64)
 
 

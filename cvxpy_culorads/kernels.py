@@ -19,9 +19,11 @@ access to a factor row is contiguous). The CPU versions are the references the G
 """
 from __future__ import annotations
 
+from typing import Protocol, runtime_checkable
+
 import numpy as np
 
-__all__ = ["CpuKernels", "kernels_for"]
+__all__ = ["Kernels", "CpuKernels", "kernels_for", "check_capabilities"]
 
 _CHUNK = 1 << 16  # pattern entries per NumPy pass: bounds the |chunk| x r temporaries
 
@@ -36,8 +38,37 @@ def _row_dots(A, B):
     return np.einsum("ij,ij->i", A, B)
 
 
+@runtime_checkable
+class Kernels(Protocol):
+    """The contract of a kernel set, as the phases use it. Arrays are the backend's; ``out`` arrays, when given,
+    are C-contiguous float64 of the result's shape and alias no input; "in place" methods change their first
+    arguments. Every method returns the same shapes on every backend; ``lbfgs_pair``'s record is opaque (only
+    ``lbfgs_direction`` of the same kernel set reads it).
+
+    Capabilities, checked against the settings before a solve (:func:`check_capabilities`):
+    ``max_lbfgs_memory``, the most L-BFGS pairs ``lbfgs_direction`` takes (None: no limit).
+    """
+
+    max_lbfgs_memory: int | None
+
+    def sym_sample(self, rows, cols, U, V, out=None): ...
+    def sym_sample_pair(self, rows, cols, R, D, out=None): ...
+    def csr_matmul(self, matrix, V, out=None, alpha=1.0, addend=None, beta=0.0): ...
+    def lbfgs_pair(self, s, y): ...
+    def lbfgs_direction(self, G, pairs, products): ...
+    def line_search_products(self, AW, Avals, b, lam, rho, R, D, CD, out): ...
+    def advance(self, R, D, tau, Avals, AW): ...
+    def shifted_residual(self, Avals, b, lam, rho): ...
+    def gather_values(self, t, gather, weight): ...
+    def scale_add(self, x, a, y, b): ...
+    def cg_step(self, x, r, p, Ap, rr, pAp) -> None: ...
+    def cg_direction(self, p, r, rr_new, rr) -> None: ...
+
+
 class CpuKernels:
     """NumPy/SciPy implementations (also the reference for the GPU kernels)."""
+
+    max_lbfgs_memory = None
 
     @staticmethod
     def sym_sample(rows, cols, U, V, out=None):
@@ -160,9 +191,17 @@ class CpuKernels:
         p += r
 
 
-def kernels_for(backend):
+def kernels_for(backend) -> Kernels:
     """The kernel set for a :class:`~cvxpy_culorads.backend.Backend`."""
     if backend.is_gpu:
         from .gpu_kernels import GpuKernels
         return GpuKernels()
     return CpuKernels()
+
+
+def check_capabilities(kernels: Kernels, settings, device: str) -> None:
+    """Refuse settings that ``kernels`` cannot run, with a ValueError naming the setting (before the solve starts,
+    not in the middle of it)."""
+    limit = kernels.max_lbfgs_memory
+    if limit is not None and settings.lbfgs_memory > limit:
+        raise ValueError(f"lbfgs_memory must be at most {limit} on {device}, got {settings.lbfgs_memory}")

@@ -53,7 +53,7 @@ class BlockLayout:
         return self.lp_offset + self.n_lp
 
     @classmethod
-    def of(cls, problem) -> "BlockLayout":
+    def of(cls, problem) -> BlockLayout:
         sizes = problem.block_sizes
         offsets = tuple(int(o) for o in np.concatenate([[0], np.cumsum(sizes)[:-1]])) if sizes else ()
         # counted with bincount: np.unique hashes, 0.7 s per 1e6 entries (9 s of the set-up at n = 1e7)
@@ -88,41 +88,6 @@ def _symmetric_csr(backend, rows, cols, vals, n: int, index_dtype):
     off = xp.flatnonzero(rows != cols)
     return _csr(backend, xp.concatenate([rows, cols[off]]), xp.concatenate([cols, rows[off]]),
                 xp.concatenate([vals, vals[off]]), (n, n), index_dtype)
-
-
-# n_rows x r arrays held at once in the phases, counting CuPy's pool: factor, gradient, step, L-BFGS pairs, C R,
-# C D (phase I); U, V, CG vectors (phase II); measured at n = 1e8, rank 5: 13 (with the operator 58 GiB)
-FACTOR_ARRAYS = 12
-BUILD_BYTES = 96  # per entry of a symmetric pattern while it is sorted: coordinates, keys, order, permuted copies
-POOL_MARGIN = 1.15  # blocks CuPy's pool keeps for reuse (measured at n = 1e8: 64 GiB peak, 60 GiB in the phases)
-
-
-def _factor_arrays_bytes(n_rows: int, columns: int) -> int:
-    """Bytes of the phases' FACTOR_ARRAYS float64 arrays of n_rows x ``columns``."""
-    return FACTOR_ARRAYS * 8 * n_rows * columns
-
-
-def estimate_device_bytes(problem, layout: BlockLayout, rank: int) -> int:
-    """An estimate of the device memory a solve needs at the given rank: the operator's build (sorting
-    64-bit keys over the larger symmetric pattern) or its arrays plus the phases' factor arrays, with a
-    margin for the memory pool (1.04x the measured peak of sparse MaxCut at n = 1e8, 1.15x its phases). The
-    Lanczos basis of the certificates is not counted: it is sized to the memory left (``certificates.py``)."""
-    nnz_A = problem.nnz + layout.n_lp
-    c_symmetric = 2 * (sum(c[0].size for c in problem.C_coords) + layout.n_lp)  # entries of C's CSR
-    a_symmetric = 2 * nnz_A  # entries of the pattern of A*(y), at most
-    build = BUILD_BYTES * max(c_symmetric, a_symmetric)
-    operator = 12 * c_symmetric + 2 * 12 * nnz_A + 24 * a_symmetric  # C; A_fold, At_raw; S with its gather
-    factors = _factor_arrays_bytes(layout.n_rows, max(rank, 1))
-    return int(POOL_MARGIN * max(build, operator + factors))
-
-
-def widening_fits(backend, n_rows: int, old_width: int, new_width: int) -> bool:
-    """Whether the phases' factor arrays can grow from ``old_width`` to ``new_width`` columns within the device
-    memory still free (always on the CPU). A rank increase that would not fit is skipped instead of failing
-    inside CUDA: completion with n = 2e7 and 2e8 constraints reached 78 GiB of the H100's 80 at rank 26."""
-    free = backend.free_memory()
-    extra = POOL_MARGIN * _factor_arrays_bytes(n_rows, max(new_width - old_width, 0))
-    return free is None or extra <= free
 
 
 class CompressedOperator:
@@ -259,5 +224,9 @@ class CompressedOperator:
 
     def slack_matrix(self, lam):
         """C - A*(lam) as an explicit symmetric block-diagonal CSR matrix (for the eigensolvers)."""
-        self.S.data = self.adjoint_data(lam, weight=-1.0)
-        return (self.S + self.C).tocsr()
+        return (self.adjoint_matrix(lam, weight=-1.0) + self.C).tocsr()
+
+    def adjoint_matrix(self, y, weight=1.0):
+        """weight * A*(y) as an explicit symmetric block-diagonal CSR matrix on the constraints' pattern."""
+        self.S.data = self.adjoint_data(y, weight=weight)
+        return self.S.copy()

@@ -13,7 +13,10 @@ compresses it into device operators (``layout.py``).
 """
 from __future__ import annotations
 
-from typing import NamedTuple, Sequence
+import numbers
+import reprlib
+from collections.abc import Sequence
+from typing import NamedTuple
 
 import numpy as np
 import scipy.sparse as sp
@@ -35,17 +38,82 @@ class BlockCoefficients(NamedTuple):
     val: np.ndarray
 
 
+def _numeric_array(values, what: str) -> np.ndarray:
+    """``values`` as a NumPy array of booleans, integers or floats; complex or non-numeric data raise a
+    ``ValueError`` naming ``what`` (NumPy would drop imaginary parts and parse strings)."""
+    try:
+        array = np.asarray(values)
+    except (ValueError, TypeError):  # ragged nesting
+        raise ValueError(f"{what}: expected an array of numbers, got {reprlib.repr(values)}") from None
+    if array.dtype == object and all(isinstance(v, numbers.Real) for v in array.flat):
+        try:
+            array = array.astype(np.float64)  # Python numbers that NumPy keeps as objects (Fraction, huge ints)
+        except OverflowError:
+            raise ValueError(f"{what}: contains a value that is not finite") from None
+    complex_objects = array.dtype == object and any(
+        isinstance(v, numbers.Complex) and not isinstance(v, numbers.Real) for v in array.flat)
+    if array.dtype.kind == "c" or complex_objects:
+        raise ValueError(f"{what}: complex values are not supported")
+    if array.dtype.kind not in "biuf":
+        raise ValueError(f"{what}: expected real numbers, got {reprlib.repr(values)}")
+    return array
+
+
+def _as_real_array(values, what: str) -> np.ndarray:
+    """``values`` as a float64 array of its own shape, every value finite (booleans count as 0 and 1)."""
+    array = np.asarray(_numeric_array(values, what), dtype=np.float64)
+    if not np.all(np.isfinite(array)):
+        raise ValueError(f"{what}: contains a value that is not finite")
+    return array
+
+
+def _as_index_array(values, what: str) -> np.ndarray:
+    """``values`` as an int64 array of its own shape. Integral floats such as 3.0 are accepted (file readers
+    and arithmetic produce them); fractional or non-finite floats and booleans (a mask, not indices) are not."""
+    array = _numeric_array(values, what)
+    if array.dtype.kind == "b":
+        raise ValueError(f"{what}: expected integers, got booleans")
+    if array.dtype.kind == "f":
+        integral = np.isfinite(array) & (array == np.round(array))
+        if not integral.all():
+            raise ValueError(f"{what}: {array[~integral][0]:g} is not an integer")
+        array = np.clip(array, -1, 2**62)  # keeps the cast defined; indices that large are out of range anyway
+    return array.astype(np.int64, copy=False)
+
+
+def _as_real_matrix(values, what: str, shape: tuple[int, int] | None = None) -> sp.coo_array:
+    """A dense or ``scipy.sparse`` matrix of finite real numbers as a COO array, of ``shape`` when given."""
+    if sp.issparse(values):
+        matrix = sp.coo_array(values)
+        matrix.data = _as_real_array(matrix.data, what)
+    elif isinstance(values, (np.ndarray, list)) or hasattr(values, "__array__"):
+        dense = _as_real_array(values, what)
+        if dense.ndim != 2:
+            raise ValueError(f"{what}: expected a matrix, got an array of shape {dense.shape}")
+        matrix = sp.coo_array(dense)
+    else:
+        raise ValueError(f"{what}: expected a dense array or a scipy.sparse matrix, got {type(values).__name__}")
+    if shape is not None and matrix.shape != shape:
+        raise ValueError(f"{what}: shape {matrix.shape}, expected {shape}")
+    return matrix
+
+
+def _per_block(values, what: str) -> list:
+    """C or A as a list with one entry per PSD block."""
+    if not isinstance(values, (list, tuple)):
+        raise ValueError(f"{what}: expected a list with one entry per PSD block, got {type(values).__name__}")
+    return list(values)
+
+
 def _lower_coordinates(rows, cols, vals, what: str, n: int):
-    """Fold coordinates onto the lower triangle, sum duplicates, drop zeros; checks range and finiteness."""
-    rows = np.asarray(rows, dtype=np.int64).ravel()
-    cols = np.asarray(cols, dtype=np.int64).ravel()
-    vals = np.asarray(vals, dtype=np.float64).ravel()
+    """Fold coordinates onto the lower triangle; checks types, lengths, range and finiteness."""
+    rows = _as_index_array(rows, f"{what} (row)").ravel()
+    cols = _as_index_array(cols, f"{what} (col)").ravel()
+    vals = _as_real_array(vals, f"{what} (val)").ravel()
     if not (rows.size == cols.size == vals.size):
         raise ValueError(f"{what}: row, col and val must have the same length")
     if rows.size and (rows.min() < 0 or cols.min() < 0 or rows.max() >= n or cols.max() >= n):
         raise ValueError(f"{what}: an index lies outside the block of size {n}")
-    if not np.all(np.isfinite(vals)):
-        raise ValueError(f"{what}: contains a value that is not finite")
     return np.maximum(rows, cols), np.minimum(rows, cols), vals
 
 
@@ -63,6 +131,24 @@ def _sum_duplicates(keys: np.ndarray, *columns: np.ndarray, vals: np.ndarray):
     keep = summed != 0.0
     picked = order[starts][keep]
     return tuple(c[picked] for c in columns) + (summed[keep],)
+
+
+def _entry_keys(con: np.ndarray, row: np.ndarray, col: np.ndarray, n: int, m: int) -> np.ndarray:
+    """int64 keys that order constraint entries by (con, row, col) and are equal only for equal entries."""
+    if m * n * n < 2**63:
+        return (con * n + row) * n + col
+    # The packed key would overflow, and wrapped keys of distinct entries can coincide (n = 2**24: constraints
+    # 0 and 65536 on one position): rank the entries instead.
+    position = row * n + col
+    ascending = (con[1:] > con[:-1]) | ((con[1:] == con[:-1]) & (position[1:] > position[:-1]))
+    if ascending.all():  # already sorted and unique (MaxCut's diagonal constraints)
+        return np.arange(con.size)
+    order = np.lexsort((position, con))
+    new = np.ones(con.size, dtype=bool)
+    new[1:] = (np.diff(con[order]) != 0) | (np.diff(position[order]) != 0)
+    keys = np.empty(con.size, dtype=np.int64)
+    keys[order] = np.cumsum(new)
+    return keys
 
 
 class SDPProblem:
@@ -83,6 +169,11 @@ class SDPProblem:
     - ``A_lp``: their constraint matrix, ``scipy.sparse`` or dense ``(m, n_lp)``, optional.
     - ``name``: a label used in logs.
 
+    Values must be finite real numbers: integer, float or boolean arrays (or Python numbers); complex data
+    raise ``ValueError`` rather than losing their imaginary part. Indices and block sizes must be integers;
+    integral floats such as ``3.0`` are accepted (readers and arithmetic produce them), fractional floats,
+    booleans and strings are not. Errors name the block or argument at fault.
+
     Small problems can be built from lists of matrices with :meth:`from_matrices`.
     """
 
@@ -97,19 +188,22 @@ class SDPProblem:
         name: str = "sdp",
     ):
         self.name = str(name)
-        self.b = np.asarray(b, dtype=np.float64).ravel().copy()
-        if not np.all(np.isfinite(self.b)):
-            raise ValueError("b contains a value that is not finite")
+        self.b = _as_real_array(b, "b").ravel().copy()
         m = self.b.size
+        C, A = _per_block(C, "C"), _per_block(A, "A")
         if len(A) != len(C):
             raise ValueError(f"C has {len(C)} blocks but A has {len(A)}")
         if block_sizes is None:
             if any(c is None or isinstance(c, tuple) for c in C):
                 raise ValueError("block_sizes is required when some C_k is None or given as coordinates")
-            block_sizes = [np.shape(c)[0] for c in C]
-        if len(block_sizes) != len(C):
-            raise ValueError(f"block_sizes has {len(block_sizes)} entries but C has {len(C)} blocks")
-        self.block_sizes = tuple(int(n) for n in block_sizes)
+            C = [_as_real_matrix(c, f"C of PSD block {k}") for k, c in enumerate(C)]
+            block_sizes = [c.shape[0] for c in C]
+        sizes = _as_index_array(block_sizes, "block_sizes")
+        if sizes.ndim != 1:
+            raise ValueError(f"block_sizes: expected one size per PSD block, got {reprlib.repr(block_sizes)}")
+        if sizes.size != len(C):
+            raise ValueError(f"block_sizes has {sizes.size} entries but C has {len(C)} blocks")
+        self.block_sizes = tuple(sizes.tolist())
         for k, n in enumerate(self.block_sizes):
             if n < 1:
                 raise ValueError(f"PSD block {k}: size must be at least 1, got {n}")
@@ -120,22 +214,16 @@ class SDPProblem:
             self.C_coords.append(self._objective_block(Ck, n, k))
             self.A_coords.append(self._constraint_block(Ak, n, m, k))
 
-        self.n_lp = 0 if c_lp is None else int(np.size(c_lp))
+        self.c_lp = np.zeros(0) if c_lp is None else _as_real_array(c_lp, "c_lp").ravel().copy()
+        self.n_lp = self.c_lp.size
         if A_lp is None and self.n_lp and m:
             raise ValueError("c_lp is given but A_lp is not")
-        self.c_lp = np.zeros(self.n_lp) if c_lp is None else np.asarray(c_lp, np.float64).ravel().copy()
-        if not np.all(np.isfinite(self.c_lp)):
-            raise ValueError("c_lp contains a value that is not finite")
         if A_lp is None:
             self.A_lp = sp.csr_array((m, self.n_lp))
         else:
-            self.A_lp = sp.csr_array(A_lp, dtype=np.float64)
-            if self.A_lp.shape != (m, self.n_lp):
-                raise ValueError(f"A_lp has shape {self.A_lp.shape}, expected {(m, self.n_lp)}")
+            self.A_lp = sp.csr_array(_as_real_matrix(A_lp, "A_lp", (m, self.n_lp)))
             self.A_lp.sum_duplicates()
             self.A_lp.eliminate_zeros()
-            if not np.all(np.isfinite(self.A_lp.data)):
-                raise ValueError("A_lp contains a value that is not finite")
         if not self.block_sizes and not self.n_lp:
             raise ValueError("the problem has no variables: give at least one PSD or nonnegative block")
         self._check_constraints_nonempty()
@@ -152,12 +240,8 @@ class SDPProblem:
                 raise ValueError(f"{what}: coordinates must be (row, col, val)")
             rows, cols, vals = _lower_coordinates(*Ck, what, n)
             return _sum_duplicates(rows * n + cols, rows, cols, vals=vals)
-        Cs = sp.coo_array(Ck, dtype=np.float64)
-        if Cs.shape != (n, n):
-            raise ValueError(f"{what}: shape {Cs.shape}, expected {(n, n)}")
+        Cs = _as_real_matrix(Ck, what, (n, n))
         Cs.sum_duplicates()
-        if not np.all(np.isfinite(Cs.data)):
-            raise ValueError(f"{what}: contains a value that is not finite")
         asym = abs(sp.csr_array(Cs) - sp.csr_array(Cs).T)
         scale = max(1.0, float(np.abs(Cs.data).max(initial=0.0)))
         if asym.nnz and asym.max() > 1e-12 * scale:
@@ -177,15 +261,14 @@ class SDPProblem:
             con, row, col, val = Ak
         except (TypeError, ValueError):
             raise ValueError(f"{what}: expected (con, row, col, val) coordinates") from None
-        con = np.asarray(con, dtype=np.int64).ravel()
+        con = _as_index_array(con, f"{what} (con)").ravel()
         row, col, val = _lower_coordinates(row, col, val, what, n)
         if con.size != val.size:
             raise ValueError(f"{what}: con has {con.size} entries, val has {val.size}")
         if con.size and (con.min() < 0 or con.max() >= m):
             bad = int(con[(con < 0) | (con >= m)][0])
             raise ValueError(f"{what}: constraint index {bad} is outside 0..{m - 1}")
-        keys = (con * n + row) * n + col
-        con, row, col, val = _sum_duplicates(keys, con, row, col, vals=val)
+        con, row, col, val = _sum_duplicates(_entry_keys(con, row, col, n, m), con, row, col, vals=val)
         return BlockCoefficients(con, row, col, val)
 
     def _check_constraints_nonempty(self) -> None:
@@ -201,17 +284,20 @@ class SDPProblem:
     @classmethod
     def from_matrices(cls, C: Sequence, A: Sequence[Sequence], b, c_lp=None, A_lp=None, name="sdp"):
         """Build from dense or sparse matrices: ``A[i][k]`` is A_ik (``None`` for zero); for small problems."""
+        C = [_as_real_matrix(c, f"C of PSD block {k}") for k, c in enumerate(_per_block(C, "C"))]
+        sizes = [c.shape[0] for c in C]
+        A = [_per_block(row, f"A[{i}]") for i, row in enumerate(_per_block(A, "A"))]
+        for i, row in enumerate(A):
+            if len(row) != len(C):
+                raise ValueError(f"A[{i}] has {len(row)} entries but C has {len(C)} blocks")
         m = len(A)
-        sizes = [np.shape(c)[0] for c in C]
         coords = []
         for k, n in enumerate(sizes):
             parts = [[], [], [], []]
             for i in range(m):
                 if A[i][k] is None:
                     continue
-                Aik = sp.coo_array(A[i][k], dtype=np.float64)
-                if Aik.shape != (n, n):
-                    raise ValueError(f"constraint {i}, PSD block {k}: shape {Aik.shape}, expected {(n, n)}")
+                Aik = _as_real_matrix(A[i][k], f"constraint {i}, PSD block {k}", (n, n))
                 dense_check = sp.csr_array(Aik)
                 if dense_check.nnz and abs(dense_check - dense_check.T).max() > 1e-12 * max(
                         1.0, np.abs(Aik.data).max()):

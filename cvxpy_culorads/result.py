@@ -5,35 +5,74 @@ result can be saved, compared and passed to CVXPY without knowing about CuPy.
 """
 from __future__ import annotations
 
+import dataclasses
 import enum
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["Status", "Result"]
+from .measures import worst
+
+__all__ = ["Status", "Errors", "Result"]
 
 
 class Status(enum.Enum):
-    """How a solve ended."""
+    """How a solve ended. Every status but NUMERICAL_ERROR comes with the best point measured (``Result``);
+    ``has_solution`` says whether it is meant to be used."""
 
     OPTIMAL = "optimal"
     """Every measure of ``Result.criteria`` is within ``tol`` on the returned factors and multipliers."""
     INACCURATE = "inaccurate"
-    """The method stopped (stagnation or its own budgets) with a criterion above ``tol``."""
+    """The method stopped with a criterion above ``tol`` but every one within ``Settings.reduced_tol``."""
+    STALLED = "stalled"
+    """The method stopped (stagnation or its own budgets) with a criterion above ``reduced_tol``: the best point
+    is returned, but it is not an answer (CVXPY reports ``solver_error`` unless ``accept_unknown=True``)."""
+    INFEASIBLE_INACCURATE = "infeasible_inaccurate"
+    """The multipliers ran away along an approximate Farkas ray: no feasible point exists, or only ones far larger
+    than any the method reached (``Result.message`` says which)."""
+    UNBOUNDED_INACCURATE = "unbounded_inaccurate"
+    """The objective ran away along an approximate primal ray (A(d) ~ 0, d PSD, <C, d> < 0)."""
     TIME_LIMIT = "time_limit"
     """``time_limit`` was reached; the best point so far is returned."""
     ITERATION_LIMIT = "iteration_limit"
     """``max_iter`` was reached; the best point so far is returned."""
+    INTERRUPTED = "interrupted"
+    """The user interrupted the solve (Ctrl-C); the best point so far is returned."""
     NUMERICAL_ERROR = "numerical_error"
-    """The iterates diverged or became non-finite."""
+    """The iterates became non-finite or ran away without evidence of unboundedness."""
 
     @property
     def has_solution(self) -> bool:
         """Whether the returned point is meant to be used (it may be inaccurate)."""
-        return self is not Status.NUMERICAL_ERROR
+        return self in _WITH_SOLUTION
 
 
-@dataclass
+_WITH_SOLUTION = frozenset({Status.OPTIMAL, Status.INACCURATE, Status.TIME_LIMIT, Status.ITERATION_LIMIT,
+                            Status.INTERRUPTED})
+
+
+@dataclass(frozen=True)
+class Errors:
+    """The measures of one point, all evaluated on it from scratch (their definitions: :class:`Result`)."""
+
+    primal_infeasibility: float
+    dual_infeasibility: float
+    gap: float
+    primal_residual: float
+    max_violation: float
+    dual_slack_violation: float
+
+    @classmethod
+    def unmeasured(cls) -> Errors:
+        """The errors of a point that could not be measured (not finite): every one infinitely bad."""
+        return cls(*(float("inf"),) * len(dataclasses.fields(cls)))
+
+    def as_dict(self) -> dict[str, float]:
+        return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True)
 class Result:
     """The outcome of :func:`cvxpy_culorads.solve` for ``min <C,X> s.t. A(X) = b, X PSD``.
 
@@ -43,7 +82,7 @@ class Result:
       negative eigenvalues can cost, through a bound on the trace; ``bounds.py``), or None when nothing bounds
       the trace where the slack is violated (``message`` says which applied).
     - ``certified_gap``: |primal - dual_bound| / (1 + |primal| + |dual_bound|), or None without a bound.
-    - ``errors``, all evaluated on the returned point:
+    - ``errors``: an :class:`Errors` record, all evaluated on the returned point:
 
       - the cuLoRADS paper's three (the LoRADS code's norms, ||.||_1 the sum of absolute entries of the full
         symmetric C_k and of c_lp): ``primal_infeasibility`` = ||A(X) - b||_2 / (1 + ||b||_1);
@@ -73,33 +112,35 @@ class Result:
       ``solve_time - setup_time`` is the driver's own work (snapshots, rank changes).
     - ``peak_device_bytes``: the most device memory CuPy's pool held during the solve (0 on the CPU); it
       includes arrays of the caller's that were in the pool already.
+    - ``log``: the iteration log (``state.Progress`` rows), kept only with ``Settings.keep_log`` (a long solve
+      makes millions of rows).
     """
 
     status: Status
     primal_objective: float
     dual_objective: float
-    errors: dict
-    criteria: dict
+    errors: Errors
+    criteria: Mapping[str, float]
     dual_bound: float | None
     certified_gap: float | None
-    factors: list
+    factors: tuple[np.ndarray, ...]
     x_lp: np.ndarray
     dual: np.ndarray
-    iterations: dict
-    ranks: list
+    iterations: Mapping[str, int]
+    ranks: tuple[int, ...]
     solve_time: float
     device: str
     setup_time: float = 0.0
-    stage_times: dict = field(default_factory=dict)
-    min_eigenvalues: list = field(default_factory=list)
+    stage_times: Mapping[str, float] = field(default_factory=dict)
+    min_eigenvalues: tuple[float, ...] = ()
     peak_device_bytes: int = 0
     message: str = ""
-    log: list = field(default_factory=list, repr=False)
+    log: tuple = field(default=(), repr=False)
 
     @property
     def max_error(self) -> float:
-        """The largest of the ``criteria`` (the status is OPTIMAL when it is within tol)."""
-        return max(self.criteria.values())
+        """The largest of the ``criteria`` (inf when one is NaN; the status is OPTIMAL when it is within tol)."""
+        return worst(self.criteria.values())
 
     def X(self, k: int = 0) -> np.ndarray:
         """The dense PSD block k (only for small blocks: this costs n_k^2 memory)."""

@@ -12,21 +12,116 @@ import math
 import numbers
 from dataclasses import dataclass
 
+import numpy as np
+
 __all__ = ["Settings"]
 
 _DEVICES = ("auto", "cpu", "gpu")
 _CRITERIA = ("certified", "dimacs")
 
 
+@dataclass(frozen=True)
+class _Interval:
+    """The real numbers between ``low`` and ``high``, each end included or not."""
+
+    low: float
+    high: float = math.inf
+    low_included: bool = False
+    high_included: bool = False
+
+    def contains(self, value: float) -> bool:  # False for NaN, which compares False with everything
+        above = value >= self.low if self.low_included else value > self.low
+        below = value <= self.high if self.high_included else value < self.high
+        return above and below
+
+    def __str__(self) -> str:
+        low = f"{'>=' if self.low_included else '>'} {self.low:g}"
+        if self.high == math.inf:
+            return f"a number {low} (inf allowed)" if self.high_included else f"a finite number {low}"
+        return f"a number {low} and {'<=' if self.high_included else '<'} {self.high:g}"
+
+
+# The settings' valid values. An upper end of inf, not included, means "finite"; None is valid for the
+# settings in _OPTIONAL.
+_CHOICES = {"device": _DEVICES, "criterion": _CRITERIA}
+_FLAGS = ("verbose", "keep_log", "interior_point", "l2_rescaling")
+_REALS = {
+    "tol": _Interval(0.0, 1.0),
+    "reduced_tol": _Interval(0.0, 1.0),
+    "trace_bound": _Interval(0.0, low_included=True),
+    "time_limit": _Interval(0.0, high_included=True),  # inf: no limit
+    "phase1_tol": _Interval(0.0),
+    "rho_max": _Interval(0.0),
+    "rank_factor": _Interval(0.0),
+    "rank_growth": _Interval(1.0),
+    "heuristic_factor": _Interval(0.0),
+    "reopt_scale": _Interval(0.0),
+    "log_every": _Interval(0.0, low_included=True),
+}
+_INTEGERS = {  # name: (lowest, highest)
+    "reopt_level": (0, 2),
+    "max_iter": (1, math.inf),
+    "rank": (1, math.inf),
+    "seed": (0, 2**32 - 1),  # the start is drawn by RandomState, which takes 32-bit seeds
+    "interior_point_patience": (1, math.inf),
+    "max_alm_outer": (1, math.inf),
+    "max_admm_iter": (1, math.inf),
+    "lbfgs_memory": (1, math.inf),  # the backend checks its own ceiling
+}
+_OPTIONAL = ("trace_bound", "rank", "reduced_tol")
+
+
+def _check_choice(name: str, value, choices: tuple[str, ...]) -> str:
+    if not isinstance(value, str) or value not in choices:
+        raise ValueError(f"{name} must be one of {choices}, got {value!r}")
+    return str(value)
+
+
+def _check_flag(name: str, value) -> bool:
+    if not isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"{name} must be True or False, got {value!r}")
+    return bool(value)
+
+
+def _check_real(name: str, value, interval: _Interval) -> float | None:
+    if value is None and name in _OPTIONAL:
+        return None
+    # bool is an Integral to Python, but tol=True is a mistake, not 1.0 (here and for integers).
+    try:
+        if isinstance(value, numbers.Real) and not isinstance(value, bool) and interval.contains(float(value)):
+            return float(value)
+    except OverflowError:  # an int beyond the float range
+        pass
+    optional = "None or " if name in _OPTIONAL else ""
+    raise ValueError(f"{name} must be {optional}{interval}, got {value!r}")
+
+
+def _check_integer(name: str, value, low: int, high: float) -> int | None:
+    if value is None and name in _OPTIONAL:
+        return None
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool) and low <= value <= high:
+        return int(value)
+    optional = "None or " if name in _OPTIONAL else ""
+    allowed = f"an integer >= {low}" if high == math.inf else f"an integer in {low}..{high}"
+    raise ValueError(f"{name} must be {optional}{allowed}, got {value!r}")
+
+
 @dataclass(frozen=True, kw_only=True)
 class Settings:
     """Settings of :func:`cvxpy_culorads.solve`.
+
+    Every value is checked on construction; a wrong one raises ``ValueError`` naming the setting and the
+    value given. Numbers must be finite (``time_limit`` may be ``inf``), ``True``/``False`` is no number,
+    and NumPy scalars are accepted and stored as Python ``int``/``float``/``bool``.
 
     **Main settings:**
 
     - ``device``: ``"auto"`` (GPU when CuPy sees one, else CPU; the environment variable
       ``CULORADS_DEVICE`` overrides auto), ``"cpu"`` or ``"gpu"``.
-    - ``tol``: tolerance on the measures that decide OPTIMAL (``criterion``).
+    - ``tol``: tolerance on the measures that decide OPTIMAL (``criterion``), 0 < tol < 1.
+    - ``reduced_tol``: a point whose criteria miss ``tol`` but are all within ``reduced_tol`` is INACCURATE (an
+      answer to use with care); above it, the solve is STALLED (no answer). None (default): sqrt(tol), as
+      Clarabel's reduced tolerances are for its defaults. It must not be below ``tol``.
     - ``criterion``: ``"certified"`` (default): the primal residual per constraint, ||A(X) - b||_2 /
       (1 + ||b||_2), and the certified gap between the objective and a proven lower bound on the optimum
       (``Result.dual_bound``), or where no bound exists the dual slack's negative eigenvalues over
@@ -40,10 +135,11 @@ class Settings:
     - ``time_limit``: seconds of wall clock (``inf``: none).
     - ``max_iter``: ceiling on the total number of inner iterations (L-BFGS steps plus ADMM sweeps).
     - ``rank``: initial rank of every PSD block (default: 2 ln n_k, capped by the Barvinok-Pataki bound).
-    - ``seed``: random seed of the starting point.
+    - ``seed``: random seed of the starting point, 0 <= seed < 2**32.
     - ``verbose``: print the iteration log.
+    - ``keep_log``: keep the iteration log in ``Result.log`` (one row per inner iteration: off by default).
     - ``interior_point``: for problems small enough for a dense interior-point method
-      (``interior_point.fits``: m <= 5000, blocks of order <= 1500), hand over to it when the
+      (``memory.interior_point_fits``: m <= 5000, blocks of order <= 1500), hand over to it when the
       low-rank phases have used ``interior_point_patience`` inner iterations without finishing, or
       finish with errors above ``tol``. It solves the small degenerate or high-rank problems (truss,
       arch, control) where the low-rank method stalls.
@@ -60,6 +156,7 @@ class Settings:
 
     device: str = "auto"
     tol: float = 1e-5
+    reduced_tol: float | None = None
     criterion: str = "certified"
     trace_bound: float | None = None
     reopt_level: int = 2
@@ -68,6 +165,7 @@ class Settings:
     rank: int | None = None
     seed: int = 925
     verbose: bool = False
+    keep_log: bool = False
     interior_point: bool = True
     interior_point_patience: int = 5000
 
@@ -84,44 +182,29 @@ class Settings:
     l2_rescaling: bool = True
 
     def __post_init__(self):
-        if self.device not in _DEVICES:
-            raise ValueError(f"device must be one of {_DEVICES}, got {self.device!r}")
-        if self.criterion not in _CRITERIA:
-            raise ValueError(f"criterion must be one of {_CRITERIA}, got {self.criterion!r}")
-        bound = self.trace_bound
-        if bound is not None and not (isinstance(bound, numbers.Real) and not isinstance(bound, bool)
-                                      and math.isfinite(bound) and bound >= 0):
-            raise ValueError(f"trace_bound must be None or a finite number >= 0, got {bound!r}")
-        positive = ("tol", "time_limit", "phase1_tol", "rho_max", "rank_factor", "heuristic_factor",
-                    "reopt_scale")
-        for name in positive:
-            value = getattr(self, name)
-            if not (isinstance(value, (int, float)) and value > 0 and not math.isnan(value)):
-                raise ValueError(f"{name} must be a positive number, got {value!r}")
-        if self.log_every < 0:
-            raise ValueError(f"log_every must be >= 0, got {self.log_every!r}")
-        if self.reopt_level not in (0, 1, 2):
-            raise ValueError(f"reopt_level must be 0, 1 or 2, got {self.reopt_level!r}")
-        for name in ("max_iter", "max_alm_outer", "max_admm_iter", "lbfgs_memory", "interior_point_patience"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
-        if self.rank is not None and (not isinstance(self.rank, int) or self.rank < 1):
-            raise ValueError(f"rank must be None or an integer >= 1, got {self.rank!r}")
-        if self.rank_growth <= 1:
-            raise ValueError(f"rank_growth must be > 1, got {self.rank_growth!r}")
-        if not isinstance(self.seed, int):
-            raise ValueError(f"seed must be an integer, got {self.seed!r}")
-        for name in ("verbose", "l2_rescaling", "interior_point"):
-            if not isinstance(getattr(self, name), bool):
-                raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
+        # Checked values are stored back as plain str/bool/int/float (NumPy scalars are accepted), so that
+        # the solver and anything that serialises the settings see Python types only.
+        checked = {name: _check_choice(name, getattr(self, name), choices) for name, choices in _CHOICES.items()}
+        checked.update((name, _check_flag(name, getattr(self, name))) for name in _FLAGS)
+        checked.update((name, _check_real(name, getattr(self, name), interval)) for name, interval in _REALS.items())
+        checked.update((name, _check_integer(name, getattr(self, name), low, high))
+                       for name, (low, high) in _INTEGERS.items())
+        for name, value in checked.items():
+            object.__setattr__(self, name, value)
+        if self.reduced_tol is not None and self.reduced_tol < self.tol:
+            raise ValueError(f"reduced_tol must be None or >= tol = {self.tol!r}, got {self.reduced_tol!r}")
+
+    @property
+    def inaccurate_tol(self) -> float:
+        """The bound on the criteria of an INACCURATE point: ``reduced_tol``, or sqrt(tol) when it is None."""
+        return math.sqrt(self.tol) if self.reduced_tol is None else self.reduced_tol
 
     @classmethod
     def names(cls) -> tuple[str, ...]:
         return tuple(f.name for f in dataclasses.fields(cls))
 
     @classmethod
-    def from_options(cls, settings: "Settings | None" = None, **options) -> "Settings":
+    def from_options(cls, settings: Settings | None = None, **options) -> Settings:
         """Apply keyword ``options`` on top of ``settings`` (or the defaults); unknown names are an error."""
         unknown = sorted(set(options) - set(cls.names()))
         if unknown:

@@ -2,20 +2,20 @@
 
 ``SolverState`` holds the device arrays (the stacked factor, the multipliers) and the few host
 scalars (penalty, objective scale, ranks) that describe where the method stands; ``Progress`` is
-one row of the iteration log. Both are plain data: the phases (``alm.py``, ``admm.py``) change the
-state, the driver reads the progress.
+one row of the iteration log; ``PhaseOutcome`` is how a phase ended, which the driver reads. All are
+plain data: the phases (``alm.py``, ``admm.py``) change the state, the driver reads the progress.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+import enum
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
-from .certificates import ProblemNorms, primal_infeasibility, relative_gap
+from .measures import ProblemNorms, primal_infeasibility, relative_gap
 
-__all__ = ["SolverState", "Progress", "block_ranks", "widen_factor"]
+__all__ = ["SolverState", "Progress", "PhaseOutcome", "block_ranks", "widen_factor"]
 
 
 @dataclass
@@ -41,6 +41,19 @@ class SolverState:
         return float(b @ self.lam) / self.c_scale
 
 
+class PhaseOutcome(enum.Enum):
+    """How a phase ended (its ``outcome`` once its generator is exhausted)."""
+
+    CONVERGED = "converged"
+    """Its exit test passed (phase I: ready for phase II; phase II: feasible, and within tol where it asks that)."""
+    STALLED = "stalled"
+    """It stopped because more iterations no longer paid (phase II: feasible, the gap no longer improving)."""
+    BUDGET_SPENT = "budget_spent"
+    """Its own iteration budget ran out."""
+    FAILED = "failed"
+    """Its iterates became non-finite, or diverged beyond what its restarts repair."""
+
+
 @dataclass
 class Progress:
     """One row of the iteration log (host scalars only)."""
@@ -57,7 +70,7 @@ class Progress:
 
     @classmethod
     def measure(cls, phase, iteration, residual_norm, objective, dual_objective, norms: ProblemNorms,
-                rho, ranks) -> "Progress":
+                rho, ranks) -> Progress:
         return cls(phase, iteration, objective, dual_objective,
                    primal_infeasibility(residual_norm, norms), residual_norm / (1.0 + norms.b_inf),
                    relative_gap(objective, dual_objective), rho, tuple(ranks))

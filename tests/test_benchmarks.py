@@ -6,11 +6,13 @@ import importlib.util
 import sys
 from pathlib import Path
 
+import cvxpy as cp
 import numpy as np
 import pytest
 
-from conftest import data_file, random_mixed_problem, sdplib_optimum
 from cvxpy_culorads import solve
+
+from support import data_file, random_mixed_problem, sdplib_optimum
 
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 
@@ -28,7 +30,6 @@ def _load(name: str):
 
 
 def test_cvxpy_restatement_has_the_same_optimum():
-    pytest.importorskip("clarabel")
     compare = _load("compare")
     problem = random_mixed_problem(seed=3)
     peer = compare.solve_with(problem, "CLARABEL")
@@ -39,7 +40,6 @@ def test_cvxpy_restatement_has_the_same_optimum():
 
 
 def test_cvxpy_restatement_evaluates_constraints_like_the_solver():
-    cp = pytest.importorskip("cvxpy")
     compare = _load("compare")
     problem = random_mixed_problem(seed=4)
     cvx, variables = compare.to_cvxpy(problem)

@@ -5,10 +5,11 @@ import scipy.sparse as sp
 
 from cvxpy_culorads import SDPProblem
 from cvxpy_culorads.backend import select_backend
-from cvxpy_culorads.certificates import DENSE_LIMIT, ProblemNorms, dual_infeasibility, smallest_eigenpairs
+from cvxpy_culorads.certificates import DENSE_LIMIT, dual_infeasibility, smallest_eigenpairs
 from cvxpy_culorads.layout import CompressedOperator
+from cvxpy_culorads.measures import ProblemNorms
 
-from conftest import DEVICES
+from support import DEVICES
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -61,7 +62,8 @@ def test_lanczos_from_a_misleading_guess_still_finds_the_smallest_eigenvalue(dev
     misleading = np.zeros(n)
     misleading[n // 2] = 1.0
     for guess in (misleading, np.eye(n)[0], np.full(n, np.nan), np.zeros(n)):  # unusable guesses are ignored
-        (value, _, _), = smallest_eigenpairs(slack, op.layout, backend, accuracy=1e-9, guesses=[backend.xp.asarray(guess)])
+        (value, _, _), = smallest_eigenpairs(slack, op.layout, backend, accuracy=1e-9,
+                                             guesses=[backend.xp.asarray(guess)])
         assert value == pytest.approx(-1.0, abs=1e-7)
 
 
@@ -69,7 +71,7 @@ def test_lanczos_from_a_misleading_guess_still_finds_the_smallest_eigenvalue(dev
 def test_lanczos_with_a_short_basis_when_memory_is_scarce(device, monkeypatch):
     # with room for one vector only, cycles shrink to MIN_LANCZOS_STEPS basis vectors and restart more often
     from cvxpy_culorads.backend import Backend
-    from cvxpy_culorads.certificates import MIN_LANCZOS_STEPS, _affordable_steps
+    from cvxpy_culorads.memory import MIN_LANCZOS_STEPS, affordable_lanczos_steps
     n = DENSE_LIMIT + 300
     rng = np.random.default_rng(4)
     M = sp.random(n, n, density=4.0 / n, random_state=rng)
@@ -77,7 +79,7 @@ def test_lanczos_with_a_short_basis_when_memory_is_scarce(device, monkeypatch):
     backend = select_backend(device)
     op = CompressedOperator(SDPProblem(np.ones(1), [block], [([0], [0], [0], [1.0])]), backend)
     monkeypatch.setattr(Backend, "free_memory", lambda self: 8 * n)
-    assert _affordable_steps(backend, n) == MIN_LANCZOS_STEPS
+    assert affordable_lanczos_steps(backend, n) == MIN_LANCZOS_STEPS
     (value, _, _), = smallest_eigenpairs(op.slack_matrix(backend.xp.zeros(1)), op.layout, backend, accuracy=1e-9)
     assert value == pytest.approx(np.linalg.eigvalsh(block.toarray())[0], abs=1e-7)
 
@@ -86,13 +88,13 @@ def test_lanczos_with_a_short_basis_when_memory_is_scarce(device, monkeypatch):
 @pytest.mark.parametrize("cycles", [1, 2])
 def test_lanczos_out_of_cycles_returns_a_consistent_ritz_pair(device, cycles):
     # with an unreachable accuracy every cycle restarts: the value and the vector must still belong together
-    from cvxpy_culorads.certificates import _lanczos_smallest
+    from cvxpy_culorads.krylov import lanczos_smallest
     n = 400
     rng = np.random.default_rng(6)
     M = sp.random(n, n, density=5.0 / n, random_state=rng)
     matrix = (M + M.T + sp.diags(rng.standard_normal(n))).tocsr()
     backend = select_backend(device)
-    value, vector, residual = _lanczos_smallest(backend.csr(matrix), n, backend, accuracy=0.0, seed=1, steps=30,
+    value, vector, residual = lanczos_smallest(backend.csr(matrix), n, backend, accuracy=0.0, seed=1, steps=30,
                                                 cycles=cycles)
     v = backend.to_host(vector)
     assert np.linalg.norm(v) == pytest.approx(1.0)

@@ -4,9 +4,8 @@ import json
 import numpy as np
 import pytest
 
-pytest.importorskip("cvxpy_culorads.driver")  # the package (and so the CLI) needs the solver
-
-from cvxpy_culorads.cli import _parser, _settings, main  # noqa: E402
+from cvxpy_culorads.cli import _parser, _settings, main
+from cvxpy_culorads.driver import _Run
 
 # MaxCut of the triangle in SDPA form (F0 = L/4, F_i = e_i e_i', c = 1): the SDP value is 9/4.
 TRIANGLE_SDPA = """\
@@ -93,8 +92,9 @@ def test_malformed_file_exits_2_and_names_the_line(tmp_path, capsys):
     path.write_text(TRIANGLE_SDPA.replace("0 1 2 3 -0.25", "0 1 2 4 -0.25"))
     assert main([str(path), "--json"]) == 2
     captured = capsys.readouterr()
-    assert captured.out == ""
-    assert f"{path}:11: entry (2, 4) lies outside block 1 of size 3" in captured.err
+    message = f"{path}:11: entry (2, 4) lies outside block 1 of size 3"
+    assert message in _strict_json(captured.out)["error"]["message"]
+    assert message in captured.err
     assert "Traceback" not in captured.err
 
 
@@ -107,4 +107,70 @@ def test_bad_input_exit_codes(tmp_path, capsys):
     path = tmp_path / "t.dat-s"
     path.write_text(TRIANGLE_SDPA)
     assert main([str(path), "--tol", "-1"]) == 2
-    assert "tol must be a positive number" in capsys.readouterr().err
+    assert "tol must be a number > 0 and < 1, got -1.0" in capsys.readouterr().err
+
+
+def _strict_json(text: str) -> dict:
+    """Parse as RFC 8259 JSON: NaN and Infinity are refused."""
+    def refuse(name):
+        raise ValueError(f"non-standard JSON constant {name}")
+    return json.loads(text, parse_constant=refuse)
+
+
+# min -tr X s.t. X_11 = 1 over 3 x 3 PSD matrices (SDPA: max tr X): unbounded
+UNBOUNDED_SDPA = """\
+1
+1
+3
+1
+0 1 1 1 1
+0 1 2 2 1
+0 1 3 3 1
+1 1 1 1 1
+"""
+
+
+def test_an_unbounded_problem_exits_1_with_strict_json(tmp_path, capsys):
+    path = tmp_path / "unbounded.dat-s"
+    path.write_text(UNBOUNDED_SDPA)
+    assert main([str(path), "--device", "cpu", "--json", "--quiet"]) == 1
+    report = _strict_json(capsys.readouterr().out)
+    assert report["status"] == "unbounded_inaccurate"
+
+
+def test_bad_input_with_json_is_a_json_error_object(tmp_path, capsys):
+    assert main([str(tmp_path / "missing.dat-s"), "--json"]) == 2
+    report = _strict_json(capsys.readouterr().out)
+    assert report["error"]["kind"] == "bad_input" and "missing.dat-s" in report["error"]["message"]
+    with pytest.raises(SystemExit) as info:
+        main(["x.dat-s", "--json", "--reopt-level", "7"])
+    assert info.value.code == 2
+    assert "reopt-level" in _strict_json(capsys.readouterr().out)["error"]["message"]
+
+
+def test_ctrl_c_exits_130_and_keeps_the_best_point(triangle, tmp_path, capsys, monkeypatch):
+    record = _Run.record
+
+    def interrupt_once_measured(run, progress, force=False):
+        record(run, progress, force)
+        if run.best is not None:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(_Run, "record", interrupt_once_measured)
+    saved = tmp_path / "best.npz"
+    args = [str(triangle), "--device", "cpu", "--json", "--quiet", "--save", str(saved), "--no-interior-point"]
+    assert main(args) == 130
+    report = _strict_json(capsys.readouterr().out)
+    assert report["status"] == "interrupted"
+    R = np.load(saved)["R_0"]
+    assert R.shape[0] == 3 and np.all(np.isfinite(R))
+
+
+def test_ctrl_c_while_reading_exits_130_without_a_traceback(triangle, capsys, monkeypatch):
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("cvxpy_culorads.cli.read_sdpa", interrupted)
+    assert main([str(triangle), "--device", "cpu"]) == 130
+    assert "Traceback" not in capsys.readouterr().err
+

@@ -22,6 +22,7 @@ from cvxpy.tests.solver_test_helpers import SolverTestHelper, StandardTestSDPs
 import cvxpy_culorads
 from cvxpy_culorads import Result, SDPProblem, Settings, Status, driver
 from cvxpy_culorads.cvxpy_interface import CULORADS, register, to_sdp_problem
+from cvxpy_culorads.result import Errors
 
 
 # ---------------------------------------------------------------------------------------------- zoo
@@ -180,7 +181,7 @@ def clarabel_engine(problem: SDPProblem, settings: Settings) -> Result:
         eigenvalues, vectors = np.linalg.eigh(X + np.tril(X, -1).T)
         factors.append(vectors * np.sqrt(np.maximum(eigenvalues, 0.0)))
     return Result(status=Status.OPTIMAL, primal_objective=float(q @ u), dual_objective=float(problem.b @ lam),
-                  errors={"primal_infeasibility": 0.0, "dual_infeasibility": 0.0, "gap": 0.0},
+                  errors=Errors(*(0.0,) * 6),
                   criteria={"gap": 0.0}, dual_bound=None, certified_gap=None,
                   factors=factors, x_lp=u[starts[-1]:], dual=lam, iterations={"admm": solution.iterations},
                   ranks=list(problem.block_sizes), solve_time=solution.solve_time, device="clarabel")

@@ -5,10 +5,6 @@ relative error ||gpu - cpu|| / ||cpu|| <= 1e-12 in float64.
 """
 from __future__ import annotations
 
-import importlib.util
-import pathlib
-import sys
-
 import numpy as np
 import pytest
 import scipy.sparse
@@ -22,23 +18,20 @@ if _NDEV < 1:
     pytest.skip("no CUDA device", allow_module_level=True)
 import cupyx.scipy.sparse  # noqa: E402
 
-
-def _load(name):
-    """Import cvxpy_culorads.<name>; by file path if the package __init__ can't be imported (yet)."""
-    try:
-        return importlib.import_module(f"cvxpy_culorads.{name}")
-    except Exception:
-        root = pathlib.Path(__file__).resolve().parents[1] / "cvxpy_culorads"
-        spec = importlib.util.spec_from_file_location(f"_culorads_{name}", root / f"{name}.py")
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules[spec.name] = mod
-        spec.loader.exec_module(mod)
-        return mod
+from cvxpy_culorads import SDPProblem, Settings, solve  # noqa: E402
+from cvxpy_culorads import gpu_kernels as gk  # noqa: E402
+from cvxpy_culorads.gpu_kernels import GpuKernels  # noqa: E402
+from cvxpy_culorads.kernels import CpuKernels, Kernels, check_capabilities  # noqa: E402
 
 
-gk = _load("gpu_kernels")
-GpuKernels = gk.GpuKernels
-CpuKernels = _load("kernels").CpuKernels
+def test_the_gpu_kernel_set_meets_the_contract_and_refuses_more_lbfgs_pairs_than_it_takes():
+    assert isinstance(GpuKernels(), Kernels)
+    with pytest.raises(ValueError, match="lbfgs_memory must be at most 4"):
+        check_capabilities(GpuKernels(), Settings(lbfgs_memory=5), "gpu")
+    problem = SDPProblem([1.0], [None], [([0], [0], [0], [1.0])], block_sizes=[2])
+    with pytest.raises(ValueError, match="lbfgs_memory"):
+        solve(problem, device="gpu", lbfgs_memory=8)
+
 
 RTOL = 1e-12
 RANKS = [1, 2, 3, 5, 8, 17, 32, 33, 64, 100, 257]

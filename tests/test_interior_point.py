@@ -8,10 +8,20 @@ import pytest
 from cvxpy_culorads import SDPProblem, Status, read_sdpa, solve
 from cvxpy_culorads.backend import Backend, select_backend
 from cvxpy_culorads.driver import INTERIOR_POINT_MEMORY_MESSAGE
-from cvxpy_culorads.interior_point import DEVICE_MIN_ORDER, MAX_CONSTRAINTS, _Block, fits, work_bytes
+from cvxpy_culorads.interior_point import DEVICE_MIN_ORDER, _Block
+from cvxpy_culorads.memory import INTERIOR_POINT_MAX_CONSTRAINTS, interior_point_fits, interior_point_work_bytes
 
-from conftest import DEVICES, data_file, dense_blocks, random_maxcut, random_mixed_problem, sdplib_optimum
-from test_solver import _clarabel_value, _own_errors
+from support import (
+    DEVICES,
+    clarabel_value,
+    data_file,
+    dense_blocks,
+    own_errors,
+    primal_residual,
+    random_maxcut,
+    random_mixed_problem,
+    sdplib_optimum,
+)
 
 
 def _random_pd(n, rng):
@@ -42,11 +52,11 @@ def test_interior_point_matches_clarabel(device):
     result = solve(problem, device=device, interior_point_patience=1)
     assert result.iterations["alm"] == 1 and result.iterations["interior_point"] > 0
     assert result.status is Status.OPTIMAL, result.summary()
-    assert result.primal_objective == pytest.approx(_clarabel_value(problem), rel=1e-5, abs=1e-7)
-    errors, primal = _own_errors(problem, result)
+    assert result.primal_objective == pytest.approx(clarabel_value(problem), rel=1e-5, abs=1e-7)
+    errors, primal = own_errors(problem, result)
     assert primal == pytest.approx(result.primal_objective, rel=1e-10)
     for key, value in errors.items():
-        assert value == pytest.approx(result.errors[key], rel=1e-4, abs=1e-9)
+        assert value == pytest.approx(getattr(result.errors, key), rel=1e-4, abs=1e-9)
     assert result.x_lp.shape == (problem.n_lp,) and np.all(result.x_lp >= 0)
     assert all(R.shape == (n, r) for R, n, r in zip(result.factors, problem.block_sizes, result.ranks))
 
@@ -61,17 +71,18 @@ def test_interior_point_agrees_with_the_low_rank_phases(device):
     for result in (low_rank, interior):
         assert result.status is Status.OPTIMAL, result.summary()
     assert interior.primal_objective == pytest.approx(low_rank.primal_objective, rel=2e-5)
-    errors, _ = _own_errors(problem, interior)
+    errors, _ = own_errors(problem, interior)
     assert max(errors.values()) <= 1e-5
 
 
 @pytest.mark.parametrize("name", ["truss5", "arch0", "control1", "qap5"])
 def test_problems_where_the_low_rank_method_stalls(name):
     # LoRADS (ours before the hand-over, and the C code) ends far from tol or at a limit here; default settings
-    result = solve(read_sdpa(data_file("sdplib", f"{name}.dat-s")), device="cpu")
+    problem = read_sdpa(data_file("sdplib", f"{name}.dat-s"))
+    result = solve(problem, device="cpu")
     assert result.iterations["interior_point"] > 0
     assert result.status is Status.OPTIMAL, result.summary()
-    assert result.max_error <= 1e-5
+    assert primal_residual(problem, result) <= 1e-5
     assert -result.primal_objective == pytest.approx(sdplib_optimum(name), rel=1e-4)
 
 
@@ -86,9 +97,9 @@ def test_a_limit_inside_it_returns_its_point_with_an_honest_status():
     result = solve(problem, device="cpu", interior_point_patience=1, max_iter=4)
     assert result.status is Status.ITERATION_LIMIT
     assert result.iterations == {"alm": 1, "admm": 0, "interior_point": 3}
-    errors, _ = _own_errors(problem, result)
+    errors, _ = own_errors(problem, result)
     for key, value in errors.items():  # the errors describe the returned point, whichever phase made it
-        assert value == pytest.approx(result.errors[key], rel=1e-4, abs=1e-9)
+        assert value == pytest.approx(getattr(result.errors, key), rel=1e-4, abs=1e-9)
 
 
 def test_an_infeasible_problem_is_not_reported_optimal():
@@ -101,11 +112,11 @@ def test_an_infeasible_problem_is_not_reported_optimal():
 
 
 def test_only_small_problems_fit():
-    n = MAX_CONSTRAINTS + 1
+    n = INTERIOR_POINT_MAX_CONSTRAINTS + 1
     idx = np.arange(n)
     diagonal = SDPProblem(np.ones(n), [None], [(idx, idx, idx, np.ones(n))], block_sizes=[n])
-    assert not fits(diagonal) and work_bytes(diagonal) is None
-    assert fits(random_mixed_problem(0))
+    assert not interior_point_fits(diagonal) and interior_point_work_bytes(diagonal) is None
+    assert interior_point_fits(random_mixed_problem(0))
 
 
 def test_it_is_skipped_without_device_memory_for_it(monkeypatch, capsys):

@@ -1,16 +1,21 @@
 """SDPA reader and writer: inline files for every rule of the format, round trips, errors with line numbers,
-and (when ``../shared`` is present) the real SDPLIB files against their README table."""
+damaged or undecodable files (for every reader, graphs included) and (when ``../shared`` is present) the real
+SDPLIB files against their README table."""
+import gc
 import gzip
 import lzma
+import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from conftest import data_file
 from cvxpy_culorads.io import file_stem, read_sdpa, write_sdpa
+from cvxpy_culorads.models import read_graph
 from cvxpy_culorads.problem import SDPProblem
+
+from support import data_file
 
 # Two PSD blocks (2 and 3) between three diagonal blocks (2, 1, 1): diagonal blocks at the start, middle
 # and end, punctuation and comments in the header, an entry from the upper triangle (i > j) and a blank line.
@@ -143,6 +148,8 @@ HEADER = "2\n1\n2\n1 1\n"  # m = 2, one 2x2 block, c = (1, 1): entries start on 
     (HEADER + "1 1 1.5 1 1.0\n", 5, "must be integers"),
     (HEADER + "1 1 1 1 1.0\n2 1 2 2 inf\n", 6, "not finite"),
     ("1\n2\n1 -2\n1\n1 1 1 1 1\n1 2 1 2 1.0\n", 6, "off the diagonal of block 2"),
+    ("1e20\n1\n2\n1\n", 1, "the number of constraints m: 1e+20 is too large"),
+    ("2\n1\n-1e30\n1 1\n", 3, "the block sizes: -1e+30 is too large"),
 ])
 def test_malformed_files_name_the_line(tmp_path, text, lineno, words):
     path = write(tmp_path / "bad.dat-s", text)
@@ -152,17 +159,99 @@ def test_malformed_files_name_the_line(tmp_path, text, lineno, words):
     assert words in str(info.value)
 
 
-def test_undecodable_file(tmp_path):
-    path = tmp_path / "broken.dat-s.xz"
-    path.write_bytes(b"not xz data")
-    with pytest.raises(ValueError, match="cannot decode"):
-        read_sdpa(path)
-
-
 def test_infeasible_constraint_names_the_file(tmp_path):
     path = write(tmp_path / "empty_row.dat-s", "2\n1\n2\n1 1\n1 1 1 1 1.0\n")
     with pytest.raises(ValueError, match=r"empty_row.dat-s: constraint 1 has no coefficients"):
         read_sdpa(path)
+
+
+# One small valid file per reader: SDPA and the four graph formats (a triangle).
+FILES = {
+    "p.dat-s": MIXED,
+    "g.rudy": "3 3\n1 2 1\n2 3 1\n1 3 1\n",
+    "g.mtx": "%%MatrixMarket matrix coordinate real general\n3 3 3\n1 2 1\n2 3 1\n1 3 1\n",
+    "g.graph": "3 3\n2 3\n1 3\n1 2\n",
+    "g.txt": "# snap\n0 1\n1 2\n0 2\n",
+}
+GZIP_HEADER = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"
+DAMAGES = {  # name: (suffix, the damaged file's bytes from the text's), each raising another decoding error
+    "gz truncated": (".gz", lambda data: gzip.compress(data)[:-12]),  # EOFError
+    "gz wrong checksum": (".gz", lambda data: gzip.compress(data)[:-8] + bytes(8)),  # gzip.BadGzipFile
+    "gz invalid deflate block": (".gz", lambda data: GZIP_HEADER + b"\xff" * 16),  # zlib.error
+    "gz not gzip": (".gz", lambda data: data),
+    "xz truncated": (".xz", lambda data: lzma.compress(data)[:-30]),
+    "xz not xz": (".xz", lambda data: data),  # lzma.LZMAError
+    "not UTF-8": ("", lambda data: data + "\xe9\n".encode("latin-1")),  # UnicodeDecodeError
+    "gz not UTF-8": (".gz", lambda data: gzip.compress(b"\xe9" + data)),
+}
+
+
+def read_any(path: Path):
+    return read_sdpa(path) if ".dat-s" in path.name else read_graph(path)
+
+
+@pytest.mark.parametrize("damage", DAMAGES)
+@pytest.mark.parametrize("name", FILES)
+def test_undecodable_files_are_value_errors_naming_the_file(tmp_path, name, damage):
+    suffix, damaged = DAMAGES[damage]
+    path = tmp_path / f"{name}{suffix}"
+    path.write_bytes(damaged(FILES[name].encode()))
+    with pytest.raises(ValueError) as info:
+        read_any(path)
+    assert str(info.value).startswith(f"{path}: cannot decode the file ("), str(info.value)
+    assert str(info.value).count(str(path)) == 1
+
+
+@pytest.mark.parametrize("name", FILES)
+@pytest.mark.parametrize("suffix", ["", ".gz", ".xz"])
+def test_files_read_and_missing_files_are_os_errors(tmp_path, name, suffix):
+    read_any(write(tmp_path / f"{name}{suffix}", FILES[name]))  # the valid file behind each damage
+    with pytest.raises(FileNotFoundError):
+        read_any(tmp_path / f"missing-{name}{suffix}")
+
+
+MTX_HEADER = "%%MatrixMarket matrix coordinate real general\n3 3 2\n"
+
+
+@pytest.mark.parametrize("body, words", [
+    ("1 2 1\x00\n2 3 1\n", "NUL character"),  # crashed scipy 1.17 (segmentation fault)
+    ("1 2 1\n99999999999999999999 3 1\n", "Integer out of range"),  # scipy raises OverflowError
+    ("1 2 1\n2 x 1\n", "Invalid integer value"),
+])
+def test_matrix_market_parse_errors_name_the_file(tmp_path, body, words):
+    path = write(tmp_path / "bad.mtx", MTX_HEADER + body)
+    with pytest.raises(ValueError, match=words) as info:
+        read_graph(path)
+    assert str(info.value).startswith(f"{path}: ") and str(info.value).count(str(path)) == 1
+
+
+@pytest.mark.parametrize("ending", [" ", " \t"])
+def test_matrix_market_last_line_without_newline(tmp_path, ending):
+    # scipy 1.17 crashes on such a last line; the reader supplies the newline.
+    W = read_graph(write(tmp_path / "open.mtx", MTX_HEADER + "1 2 1\n2 3 1" + ending))
+    np.testing.assert_array_equal(W.toarray(), [[0, 1, 0], [1, 0, 1], [0, 1, 0]])
+
+
+@pytest.mark.parametrize("name, data", [
+    ("nul.mtx", (MTX_HEADER + "1 2 1\x00\n").encode()),
+    ("truncated.mtx.gz", gzip.compress((MTX_HEADER + "1 2 1\n2 3 1\n").encode())[:-12]),
+])
+def test_matrix_market_errors_leave_no_complaint_on_stderr(tmp_path, monkeypatch, name, data):
+    complaints = []  # exceptions in __del__ methods, which Python prints as "Exception ignored in ..."
+    monkeypatch.setattr(sys, "unraisablehook", complaints.append)
+    path = tmp_path / name
+    path.write_bytes(data)
+
+    def fail_to_read():
+        # info, the error's traceback and this frame hold each other: scipy's reader of the file, which
+        # the traceback keeps, lives until the garbage collector runs, long after the file was closed.
+        with pytest.raises(ValueError) as info:
+            read_graph(path)
+        return info
+
+    fail_to_read()
+    gc.collect()
+    assert complaints == []
 
 
 @pytest.mark.parametrize("name, m, sizes, n_lp", [

@@ -6,7 +6,7 @@ from cvxpy_culorads import SDPProblem
 from cvxpy_culorads.backend import select_backend
 from cvxpy_culorads.layout import CompressedOperator
 
-from conftest import DEVICES, dense_blocks, random_mixed_problem
+from support import DEVICES, dense_blocks, random_mixed_problem
 
 
 def _stacked_dense(problem):
@@ -62,6 +62,7 @@ def test_operator_matches_dense(device):
 def test_operator_beyond_32_bit_position_keys(device):
     # n^2 > 2^31: sorting positions by row * n + col must not overflow the 32-bit row indices
     import scipy.sparse as sp
+
     from cvxpy_culorads.models import maxcut_problem
     n = 50_000
     path = sp.diags([np.ones(n - 1)], [1], shape=(n, n))
@@ -107,8 +108,9 @@ def test_normal_preconditioner_is_the_row_block_inverse(device):
 @pytest.mark.parametrize("device", DEVICES)
 def test_normal_preconditioner_inverts_maxcut_exactly(device):
     # one diagonal entry per constraint: the row blocks are all of I + J'J
-    from cvxpy_culorads.models import maxcut_problem
     import scipy.sparse as sp
+
+    from cvxpy_culorads.models import maxcut_problem
     W = sp.random(60, 60, density=0.1, random_state=2)
     backend, xp = select_backend(device), select_backend(device).xp
     op = CompressedOperator(maxcut_problem(W + W.T), backend)

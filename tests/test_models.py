@@ -6,8 +6,16 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from cvxpy_culorads.models import (bundled_graph, completion_error, completion_problem, cut_value,
-                                   goemans_williamson, maxcut_problem, random_low_rank_instance, read_graph)
+from cvxpy_culorads.models import (
+    bundled_graph,
+    completion_error,
+    completion_problem,
+    cut_value,
+    goemans_williamson,
+    maxcut_problem,
+    random_low_rank_instance,
+    read_graph,
+)
 
 # The test graph on 5 vertices (1-based): edges 1-2 (w 2), 1-3, 2-3 (w -1), 3-4; vertex 5 is isolated.
 EDGES = [(1, 2, 2.0), (1, 3, 1.0), (2, 3, -1.0), (3, 4, 1.0)]

@@ -5,15 +5,16 @@ import numpy as np
 import pytest
 
 from cvxpy_culorads import Settings, Status, solve
-from cvxpy_culorads.admm import ADMMPhase, conjugate_gradient
+from cvxpy_culorads.admm import ADMMPhase
 from cvxpy_culorads.alm import LBFGS, ALMPhase, quartic_minimiser
 from cvxpy_culorads.backend import Backend, select_backend
-from cvxpy_culorads.certificates import ProblemNorms
-from cvxpy_culorads.kernels import CpuKernels
 from cvxpy_culorads.driver import _Run
-from cvxpy_culorads.state import widen_factor
+from cvxpy_culorads.kernels import CpuKernels, Kernels, check_capabilities
+from cvxpy_culorads.krylov import conjugate_gradient
+from cvxpy_culorads.measures import ProblemNorms
+from cvxpy_culorads.state import PhaseOutcome, widen_factor
 
-from conftest import random_maxcut
+from support import random_maxcut
 
 
 @pytest.mark.parametrize("seed", range(20))
@@ -23,7 +24,10 @@ def test_quartic_minimiser_is_the_grid_minimum(seed):
     b, d = rng.standard_normal(), -abs(rng.standard_normal())
     tau = quartic_minimiser(a, b, c, d, tau_max=10.0)
     grid = np.linspace(0, 10, 200001)
-    f = lambda t: ((a * t + b) * t + c) * t * t + d * t
+
+    def f(t):
+        return ((a * t + b) * t + c) * t * t + d * t
+
     assert 0.0 <= tau <= 10.0
     assert f(tau) <= f(grid).min() + 1e-9
 
@@ -82,7 +86,7 @@ def test_alm_reaches_the_switch_tolerance():
     run = _run_for(problem)
     alm = ALMPhase(run.op, run.state, run.settings, run.norms, run.max_ranks, outer_budget=200)
     rows = list(alm.run())
-    assert alm.switch and not alm.failed
+    assert alm.outcome is PhaseOutcome.CONVERGED
     assert rows[-1].primal_infeasibility_inf <= run.settings.phase1_tol
     assert rows[0].primal_infeasibility_inf > rows[-1].primal_infeasibility_inf
 
@@ -94,7 +98,7 @@ def test_alm_hands_over_once_the_final_primal_tests_hold():
     run = _run_for(problem, phase1_tol=1e-12, tol=1e-4)
     alm = ALMPhase(run.op, run.state, run.settings, run.norms, run.max_ranks, outer_budget=200)
     rows = list(alm.run())
-    assert alm.switch and not alm.failed
+    assert alm.outcome is PhaseOutcome.CONVERGED
     last = rows[-1]
     assert last.gap <= 1e-4 and last.primal_infeasibility <= 1e-4
     assert last.primal_infeasibility_inf > 1e-12
@@ -128,10 +132,10 @@ def test_no_rank_growth_without_device_memory_for_it(monkeypatch, capsys):
     free = iter([math.inf])  # the set-up check finds room for the initial rank; nothing is left after it
     monkeypatch.setattr(Backend, "free_memory", lambda self: next(free, 0))
     result = solve(problem, device="cpu", rank=1, max_iter=5000, verbose=True)
-    assert result.ranks == [1]
+    assert result.ranks == (1,)
     assert "rank increase skipped" in capsys.readouterr().err
     assert result.status is not Status.OPTIMAL
-    assert max(result.errors.values()) > 1e-5
+    assert max(result.errors.as_dict().values()) > 1e-5
 
 
 def test_admm_reaches_tol_from_the_alm_point():
@@ -143,7 +147,20 @@ def test_admm_reaches_tol_from_the_alm_point():
     admm = ADMMPhase(run.op, run.state, run.settings, ProblemNorms.of(problem), max_sweeps=2000, reopt=False,
                      rho_max=run.settings.rho_max)
     rows = list(admm.run())
-    assert admm.converged
+    assert admm.outcome is PhaseOutcome.CONVERGED
     last = rows[-1]
     assert last.primal_infeasibility_inf <= run.settings.tol or (
         last.primal_infeasibility <= run.settings.tol and last.gap <= run.settings.tol)
+
+
+def test_kernel_sets_meet_the_contract_and_settings_are_checked_against_their_capabilities():
+    assert isinstance(CpuKernels(), Kernels) and CpuKernels.max_lbfgs_memory is None
+    check_capabilities(CpuKernels(), Settings(lbfgs_memory=50), "cpu")
+
+    class FourPairs(CpuKernels):
+        max_lbfgs_memory = 4
+
+    with pytest.raises(ValueError, match="lbfgs_memory must be at most 4 on gpu, got 8"):
+        check_capabilities(FourPairs(), Settings(lbfgs_memory=8), "gpu")
+    check_capabilities(FourPairs(), Settings(lbfgs_memory=4), "gpu")
+

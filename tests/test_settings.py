@@ -1,4 +1,9 @@
 """Settings: validated once, unknown names rejected, device selection with the environment override."""
+import dataclasses
+import math
+import re
+
+import numpy as np
 import pytest
 
 from cvxpy_culorads import Settings
@@ -10,16 +15,57 @@ def test_unknown_option_is_named():
         Settings.from_options(tolerance=1e-6)
 
 
-@pytest.mark.parametrize("bad", [dict(tol=0), dict(tol=-1.0), dict(device="tpu"), dict(reopt_level=3),
-                                 dict(max_iter=0), dict(rank=0), dict(rank_growth=1.0), dict(time_limit=float("nan"))])
-def test_invalid_values_raise(bad):
-    with pytest.raises(ValueError):
-        Settings(**bad)
+INF, NAN = math.inf, math.nan
+
+
+@pytest.mark.parametrize("name, value", [
+    ("tol", 0), ("tol", -1.0), ("tol", True), ("tol", INF), ("tol", NAN), ("tol", 1.0), ("tol", "1e-6"), ("tol", None),
+    ("phase1_tol", INF), ("rho_max", INF), ("heuristic_factor", NAN), ("reopt_scale", -INF), ("reopt_scale", 0),
+    ("rank_factor", INF), ("rank_factor", 10**400), ("rank_growth", "x"), ("rank_growth", 1.0), ("rank_growth", INF),
+    ("log_every", INF), ("log_every", -1), ("time_limit", NAN), ("time_limit", -INF), ("time_limit", 0),
+    ("trace_bound", -1.0), ("trace_bound", INF), ("trace_bound", True),
+    ("rank", True), ("rank", 0), ("rank", 2.0), ("max_iter", 0), ("max_iter", 1e6), ("max_iter", True),
+    ("max_alm_outer", np.float64(3)), ("max_admm_iter", -1), ("lbfgs_memory", 0), ("interior_point_patience", 0),
+    ("reopt_level", 3), ("reopt_level", np.int64(-1)), ("reopt_level", False),
+    ("seed", -1), ("seed", 2**32), ("seed", True), ("seed", 1.5),
+    ("device", "tpu"), ("device", None), ("criterion", 1), ("criterion", "DIMACS"),
+    ("verbose", 1), ("interior_point", "yes"), ("l2_rescaling", None),
+])
+def test_invalid_values_name_the_setting_and_the_value(name, value):
+    with pytest.raises(ValueError, match=rf"^{name} must be .*, got {re.escape(repr(value))}$"):
+        Settings(**{name: value})
+    with pytest.raises(ValueError, match=f"^{name} must be"):
+        Settings.from_options(**{name: value})
+
+
+@pytest.mark.parametrize("name", Settings.names())
+def test_every_setting_is_checked(name):
+    with pytest.raises(ValueError, match=f"^{name} must be"):
+        Settings(**{name: object()})
+
+
+def test_numpy_scalars_are_stored_as_python_types():
+    s = Settings(tol=np.float64(1e-6), time_limit=np.float32(2.5), trace_bound=np.int64(4), rank=np.int64(3),
+                 seed=np.uint32(7), max_iter=np.int32(10), verbose=np.bool_(True), device=np.str_("cpu"))
+    expected = dict(tol=1e-6, time_limit=2.5, trace_bound=4.0, rank=3, seed=7, max_iter=10, verbose=True, device="cpu")
+    for name, value in expected.items():
+        assert getattr(s, name) == value and type(getattr(s, name)) is type(value), name
+    assert type(Settings(time_limit=60).time_limit) is float  # an int where a real is expected becomes a float
+    for name in Settings.names():  # the defaults are plain types too
+        assert type(getattr(Settings(), name)) in (str, bool, int, float, type(None)), name
+
+
+@pytest.mark.parametrize("valid", [dict(time_limit=INF), dict(log_every=0), dict(trace_bound=0), dict(seed=0),
+                                   dict(seed=2**32 - 1), dict(tol=0.999), dict(rank=None, trace_bound=None),
+                                   dict(reopt_level=0), dict(rank_growth=1.0001), dict(lbfgs_memory=1)])
+def test_values_at_the_edges_are_valid(valid):
+    s = Settings(**valid)
+    assert all(getattr(s, name) == value for name, value in valid.items())
 
 
 def test_settings_are_frozen_and_overridable():
     s = Settings(tol=1e-6)
-    with pytest.raises(Exception):
+    with pytest.raises(dataclasses.FrozenInstanceError):
         s.tol = 1.0
     assert Settings.from_options(s, verbose=True).tol == 1e-6
 

@@ -8,6 +8,7 @@ here loops over vertices in Python or forms a dense n x n matrix, so graphs with
 """
 from __future__ import annotations
 
+import io
 import os
 import re
 from importlib import resources
@@ -107,23 +108,59 @@ def _read_snap(path) -> sp.csr_array:
 
 
 def _read_matrix_market(path) -> sp.csr_array:
-    try:
-        with open_text(path) as f:
-            rows, cols, _, _, field, symmetry = scipy.io.mminfo(f)
-        if rows != cols:
-            raise ValueError(f"an adjacency matrix must be square, this one is {rows} x {cols}")
-        if field not in ("real", "integer", "pattern") or symmetry not in ("general", "symmetric"):
-            raise ValueError(f"a {field} {symmetry} matrix is not a weighted adjacency matrix")
-        with open_text(path) as f:
-            A = sp.csr_array(scipy.io.mmread(f, spmatrix=False), dtype=np.float64)
-    except ValueError as exc:
-        raise ValueError(f"{path}: {exc}") from None
+    rows, cols, _, _, field, symmetry = _parse_matrix_market(path, scipy.io.mminfo)
+    if rows != cols:
+        raise ValueError(f"{path}: an adjacency matrix must be square, this one is {rows} x {cols}")
+    if field not in ("real", "integer", "pattern") or symmetry not in ("general", "symmetric"):
+        raise ValueError(f"{path}: a {field} {symmetry} matrix is not a weighted adjacency matrix")
+    matrix = _parse_matrix_market(path, lambda stream: scipy.io.mmread(stream, spmatrix=False))
+    A = sp.csr_array(matrix, dtype=np.float64)
     if not np.all(np.isfinite(A.data)):
         raise ValueError(f"{path}: a weight is not finite")
     if symmetry == "symmetric" or (A != A.T).nnz == 0:
         return A
     W = sp.csr_array(A + A.T)
     return _unit_weights(W) if field == "pattern" else W
+
+
+def _parse_matrix_market(path, parse):
+    """``parse`` (scipy's ``mminfo`` or ``mmread``) applied to the open file, every error naming the file."""
+    with open_text(path) as f:
+        try:
+            return parse(_ParsableText(f))
+        except UnicodeDecodeError:
+            raise  # open_text reports it
+        except (ValueError, OverflowError) as exc:  # scipy's parse errors ("Integer out of range" overflows)
+            raise ValueError(f"{path}: {exc}") from None
+
+
+class _ParsableText(io.TextIOBase):
+    """The text of an open file as scipy's Matrix Market parser can take it. scipy 1.17 crashes the process
+    (segmentation fault) on a NUL character, and on a last line that lacks its newline and ends in anything
+    but a number: this stream refuses the first and supplies the missing newline."""
+
+    def __init__(self, f):
+        self._f = f
+        self._last = "\n"
+
+    def readable(self) -> bool:
+        return True
+
+    def close(self) -> None:
+        # Nothing to close (f is open_text's), and staying open matters: scipy's byte wrapper around this
+        # stream detaches from it when collected, which may come later (a traceback keeps it), and
+        # complains on stderr if the stream is closed by then.
+        pass
+
+    def read(self, size: int | None = -1) -> str:
+        text = self._f.read(size)
+        if "\0" in text:
+            raise ValueError("the file holds a NUL character: it is not a text file")
+        if not text and self._last != "\n":
+            text = "\n"
+        if text:
+            self._last = text[-1]
+        return text
 
 
 _METIS_HEADER = re.compile(r"^[ \t]*[^%\s].*$", re.MULTILINE)  # the first line neither blank nor a % comment

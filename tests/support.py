@@ -1,9 +1,13 @@
-"""Shared fixtures: the data folder beside the checkout, backends to run on, small random problems."""
+"""What the tests share: the data folder beside the checkout and its reference values, the devices to run on, small
+random problems, and independent measures of a returned point (dense recomputation, Clarabel through CVXPY).
+
+A plain module imported by the tests (``from support import ...``), so that no test module imports another."""
 from __future__ import annotations
 
 import importlib.util
 from pathlib import Path
 
+import cvxpy as cp
 import numpy as np
 import pytest
 
@@ -85,3 +89,48 @@ def dense_blocks(problem: SDPProblem):
     C = [problem.objective_matrix(k).toarray() for k in range(problem.num_blocks)]
     A = [[problem.constraint_matrix(i, k).toarray() for k in range(problem.num_blocks)] for i in range(problem.m)]
     return C, A
+
+
+def primal_residual(problem: SDPProblem, result) -> float:
+    """||A(X) - b||_2 / (1 + ||b||_2) of the returned point, from the problem's coordinates (not the solver's
+    operator): the measure OPTIMAL promises, recomputed independently."""
+    Ax = problem.A_lp @ result.x_lp
+    for coeff, R in zip(problem.A_coords, result.factors):
+        entries = np.einsum("ij,ij->i", R[coeff.row], R[coeff.col])  # X[row, col]
+        weights = np.where(coeff.row == coeff.col, 1.0, 2.0)  # each coordinate sets both symmetric entries
+        Ax = Ax + np.bincount(coeff.con, weights=weights * coeff.val * entries, minlength=problem.m)
+    return float(np.linalg.norm(Ax - problem.b) / (1.0 + np.linalg.norm(problem.b)))
+
+
+def clarabel_value(problem):
+    """The optimal value of a small SDPProblem from Clarabel through CVXPY (the reference)."""
+    C, A = dense_blocks(problem)
+    X = [cp.Variable((n, n), PSD=True) for n in problem.block_sizes]
+    x = cp.Variable(problem.n_lp, nonneg=True) if problem.n_lp else None
+    A_lp = problem.A_lp.toarray()
+    lhs = [sum(cp.sum(cp.multiply(A[i][k], X[k])) for k in range(problem.num_blocks)) for i in range(problem.m)]
+    if x is not None:
+        lhs = [lhs[i] + A_lp[i] @ x for i in range(problem.m)]
+    objective = sum(cp.sum(cp.multiply(C[k], X[k])) for k in range(problem.num_blocks))
+    if x is not None:
+        objective = objective + problem.c_lp @ x
+    prob = cp.Problem(cp.Minimize(objective), [cp.hstack(lhs) == problem.b])
+    prob.solve(solver="CLARABEL")
+    return prob.value
+
+
+def own_errors(problem, result):
+    """DIMACS errors recomputed densely from the returned factors and multipliers."""
+    C, A = dense_blocks(problem)
+    X = [R @ R.T for R in result.factors]
+    Ax = np.array([sum(np.sum(A[i][k] * X[k]) for k in range(problem.num_blocks)) for i in range(problem.m)])
+    Ax += problem.A_lp @ result.x_lp
+    lam = result.dual
+    primal = sum(np.sum(C[k] * X[k]) for k in range(problem.num_blocks)) + problem.c_lp @ result.x_lp
+    dual = problem.b @ lam
+    violation = sum(max(0.0, -np.linalg.eigvalsh(C[k] - sum(lam[i] * A[i][k] for i in range(problem.m)))[0])
+                    for k in range(problem.num_blocks))
+    violation += np.maximum(0.0, -(problem.c_lp - problem.A_lp.T @ lam)).sum()
+    return dict(primal_infeasibility=np.linalg.norm(Ax - problem.b) / (1 + np.abs(problem.b).sum()),
+                dual_infeasibility=violation / (1 + problem.C_norm_1),
+                gap=abs(primal - dual) / (1 + abs(primal) + abs(dual))), primal

@@ -1,0 +1,111 @@
+"""Device-memory decisions in one place: what a solve, a wider factor, a Lanczos basis and the interior-point
+method's dense work need, and whether it fits in the memory the backend reports free.
+
+Each estimate is calibrated on the H100 (80 GB) with CuPy's memory pool; calibrating for another device means
+changing the constants here. On the CPU ``backend.free_memory()`` is None and everything fits.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["check_fits", "estimate_device_bytes", "widening_fits", "affordable_lanczos_steps", "route_entries",
+           "interior_point_work_bytes", "interior_point_fits"]
+
+# n_rows x r arrays held at once in the phases, counting CuPy's pool: factor, gradient, step, L-BFGS pairs, C R,
+# C D (phase I); U, V, CG vectors (phase II); measured at n = 1e8, rank 5: 13 (with the operator 58 GiB)
+FACTOR_ARRAYS = 12
+BUILD_BYTES = 96  # per entry of a symmetric pattern while it is sorted: coordinates, keys, order, permuted copies
+POOL_MARGIN = 1.15  # blocks CuPy's pool keeps for reuse (measured at n = 1e8: 64 GiB peak, 60 GiB in the phases)
+
+
+def _factor_arrays_bytes(n_rows: int, columns: int) -> int:
+    """Bytes of the phases' FACTOR_ARRAYS float64 arrays of n_rows x ``columns``."""
+    return FACTOR_ARRAYS * 8 * n_rows * columns
+
+
+def estimate_device_bytes(problem, layout, rank: int) -> int:
+    """An estimate of the device memory a solve needs at the given rank: the operator's build (sorting
+    64-bit keys over the larger symmetric pattern) or its arrays plus the phases' factor arrays, with a
+    margin for the memory pool (1.04x the measured peak of sparse MaxCut at n = 1e8, 1.15x its phases). The
+    Lanczos basis of the certificates is not counted: it is sized to the memory left (``certificates.py``)."""
+    nnz_A = problem.nnz + layout.n_lp
+    c_symmetric = 2 * (sum(c[0].size for c in problem.C_coords) + layout.n_lp)  # entries of C's CSR
+    a_symmetric = 2 * nnz_A  # entries of the pattern of A*(y), at most
+    build = BUILD_BYTES * max(c_symmetric, a_symmetric)
+    operator = 12 * c_symmetric + 2 * 12 * nnz_A + 24 * a_symmetric  # C; A_fold, At_raw; S with its gather
+    factors = _factor_arrays_bytes(layout.n_rows, max(rank, 1))
+    return int(POOL_MARGIN * max(build, operator + factors))
+
+
+def widening_fits(backend, n_rows: int, old_width: int, new_width: int) -> bool:
+    """Whether the phases' factor arrays can grow from ``old_width`` to ``new_width`` columns within the device
+    memory still free (always on the CPU). A rank increase that would not fit is skipped instead of failing
+    inside CUDA: completion with n = 2e7 and 2e8 constraints reached 78 GiB of the H100's 80 at rank 26."""
+    free = backend.free_memory()
+    extra = POOL_MARGIN * _factor_arrays_bytes(n_rows, max(new_width - old_width, 0))
+    return free is None or extra <= free
+
+
+def check_fits(problem, layout, rank: int, backend) -> None:
+    """Refuse, before allocating anything, a problem that will not fit on the device at its initial
+    ``rank`` (the maximal rank is rarely reached; rank growth may still run out of memory later)."""
+    free = backend.free_memory()
+    if free is None:
+        return
+    need = estimate_device_bytes(problem, layout, rank)
+    if need > free:
+        raise MemoryError(
+            f"{problem.name}: the solve needs about {need / 2**30:.1f} GiB of device memory at its initial rank "
+            f"{rank} but {free / 2**30:.1f} GiB are free; use device='cpu', a device with more memory, a "
+            f"smaller rank (setting 'rank') or a smaller problem")
+
+
+# A Lanczos cycle keeps its whole basis (steps x n) and, at a restart, the kept Ritz vectors (a third as many): at
+# n = 1e8 sixty vectors are 48 GB. Both may take this share of the free device memory, and the cycle has no fewer
+# than MIN_LANCZOS_STEPS vectors (more restarts, same answer).
+LANCZOS_MEMORY_SHARE, MIN_LANCZOS_STEPS = 0.5, 20
+KEPT_RITZ_SHARE = 3  # a restart keeps steps // 3 Ritz vectors
+
+
+
+
+def affordable_lanczos_steps(backend, n: int) -> int:
+    """The longest Lanczos cycle whose basis fits the device's memory (no bound on the CPU)."""
+    free = backend.free_memory()
+    per_step = 8 * n * (1 + 1 / KEPT_RITZ_SHARE)
+    return n if free is None else max(MIN_LANCZOS_STEPS, int(LANCZOS_MEMORY_SHARE * free / per_step))
+
+
+# Sizes up to which the interior-point method's dense work is cheap enough to be worth trying
+INTERIOR_POINT_MAX_CONSTRAINTS = 5000  # the dense m x m Schur complement and its Cholesky factor
+INTERIOR_POINT_MAX_BLOCK_ORDER = 1500  # dense inverse, Cholesky and eigenvalue problems of this order per iteration
+INTERIOR_POINT_MAX_ROUTE_ENTRIES = 3 * 10 ** 7  # float64 entries of one block's Schur complement work arrays
+
+
+def route_entries(positions: int, constraints: int, n: int) -> tuple[bool, int]:
+    """(whether the positions route is the smaller, entries of the smaller route's work arrays)."""
+    by_positions, dense = positions * positions, constraints * n * n
+    return by_positions <= dense, min(by_positions, dense)
+
+
+def interior_point_work_bytes(problem) -> int | None:
+    """An estimate of the method's memory (the m x m Schur complement, its factor and a copy; each block's Schur
+    route and a score of n_k x n_k iterates and directions), or None when the problem is too large for it."""
+    too_large = any(n > INTERIOR_POINT_MAX_BLOCK_ORDER for n in problem.block_sizes)
+    if problem.m > INTERIOR_POINT_MAX_CONSTRAINTS or too_large:
+        return None
+    entries = 3 * problem.m ** 2 + 4 * problem.n_lp
+    for n, coeff in zip(problem.block_sizes, problem.A_coords):
+        positions = np.unique(coeff.row * n + coeff.col).size
+        constraints = np.unique(coeff.con).size
+        route = route_entries(positions, constraints, n)[1]
+        if route > INTERIOR_POINT_MAX_ROUTE_ENTRIES:
+            return None
+        entries += 5 * route + 20 * n * n
+    return 8 * entries
+
+
+def interior_point_fits(problem) -> bool:
+    """Whether the interior-point method's dense work arrays are small enough for it to be cheap (the driver
+    offers it only such problems, ``Settings.interior_point``)."""
+    return interior_point_work_bytes(problem) is not None
