@@ -60,6 +60,9 @@ def _parser(json_errors: bool = False) -> argparse.ArgumentParser:
     parser.add_argument("--seed", type=int, help="random seed of the starting point")
     parser.add_argument("--no-interior-point", action="store_true",
                         help="never hand a small problem to the interior-point method (low-rank phases only)")
+    parser.add_argument("--route", choices=("auto", "low_rank", "interior_point"),
+                        help="which method starts on a problem the interior-point method can take (default auto: "
+                             "the cheaper by estimate)")
     parser.add_argument("--json", action="store_true", help="print one JSON object with the results on stdout")
     parser.add_argument("--save", metavar="FILE.npz", help="save the factors R_k, x_lp and the dual to an .npz")
     parser.add_argument("--quiet", action="store_true", help="no iteration log")
@@ -70,7 +73,7 @@ def _parser(json_errors: bool = False) -> argparse.ArgumentParser:
 def _settings(args: argparse.Namespace) -> Settings:
     """The options given on the command line on top of the default settings."""
     given = {name: getattr(args, name) for name in ("device", "tol", "criterion", "trace_bound", "reopt_level",
-                                                    "time_limit", "max_iter", "rank", "seed")}
+                                                    "time_limit", "max_iter", "rank", "seed", "route")}
     options = {name: value for name, value in given.items() if value is not None}
     if args.no_interior_point:
         options["interior_point"] = False

@@ -36,6 +36,7 @@ from .alm import ALMPhase
 from .backend import select_backend
 from .bounds import DualBound, FixedDiagonals, TraceBounds
 from .certificates import Eigenpair, dual_infeasibility, farkas_violations, is_primal_ray, stationary_multipliers
+from .costs import RouteCosts
 from .interior_point import InteriorPointPhase
 from .kernels import check_capabilities, kernels_for
 from .layout import BlockLayout, CompressedOperator
@@ -175,16 +176,21 @@ class _Run:
         self._last_print = -math.inf
         self._eigenvectors = None  # of the dual slack at the last evaluation, the warm start of the next
         self.stage_times = {"alm": 0.0, "admm": 0.0, "interior_point": 0.0, "certificates": 0.0}
-        self.state = self._initial_state(initial)
+        self.initial_ranks = initial
+        self.state = self.initial_state()
         self.best = None  # the best _Snapshot so far
         self.interior_point_bytes = interior_point_work_bytes(problem) if settings.interior_point else None
+        # which route starts, by estimated cost (only where the interior-point method may run at all)
+        self.routes = (RouteCosts.of(problem, initial, self.backend.is_gpu)
+                       if self.interior_point_bytes is not None else None)
         self.in_interior_point = False
 
     def elapsed(self) -> float:
         return time.perf_counter() - self.start
 
-    def _initial_state(self, ranks) -> SolverState:
-        layout, xp = self.op.layout, self.backend.xp
+    def initial_state(self) -> SolverState:
+        """The low-rank phases' start: a random factor of the initial ranks, zero multipliers."""
+        layout, xp, ranks = self.op.layout, self.backend.xp, self.initial_ranks
         width = max(ranks + [1])
         R = xp.random.RandomState(self.settings.seed).uniform(-1.0, 1.0, (layout.n_rows, width))
         for offset, n, r in zip(layout.offsets, layout.sizes, ranks):
@@ -199,6 +205,7 @@ class _Run:
         """Drive a phase's generator, enforcing limits and printing the log; its time counts to ``stage``. The
         generator is closed on the way out, so its clean-up (``finally``) runs before the driver goes on."""
         with self.timed(stage), contextlib.closing(phase.run()) as rows:
+            low_rank = stage != "interior_point"
             for progress in rows:
                 self.inner_iterations += 1
                 self.iterations[stage] += 1
@@ -209,8 +216,17 @@ class _Run:
                     raise _Stop(Status.TIME_LIMIT)
                 if self.inner_iterations >= self.settings.max_iter:
                     raise _Stop(Status.ITERATION_LIMIT)
-                if self.inner_iterations >= self.settings.interior_point_patience and self.interior_point_available():
+                if low_rank and self.handover_due() and (self.in_interior_point or self.interior_point_available()):
                     raise _Handover()
+
+    def handover_due(self) -> bool:
+        """Whether the low-rank phases have used their share on a problem the interior-point method can take:
+        ``interior_point_patience`` inner iterations or, before the method has run, ``costs.HANDOVER_FACTOR`` times
+        its estimated time. After it has run (it started and did not meet tol) the share ends the solve."""
+        if self.inner_iterations >= self.settings.interior_point_patience:
+            return True
+        return (self.routes is not None and not self.in_interior_point
+                and self.elapsed() - self.setup_time >= self.routes.handover_seconds)
 
     def interior_point_available(self) -> bool:
         """Whether the interior-point method may take over now: the problem is small enough for it and its work
@@ -329,7 +345,8 @@ def solve(problem, settings: Settings | None = None, **options) -> Result:
 
 def _solve(run: _Run) -> Result:
     settings, problem = run.settings, run.problem
-    run.say(f"cvxpy_culorads: {problem!r} on {run.backend.describe()}; initial ranks {run.state.ranks}")
+    run.say(f"cvxpy_culorads: {problem!r} on {run.backend.describe()}; initial ranks {run.state.ranks}; "
+            f"{_route(run)}")
     run.say(f"{'phase':>5} {'iter':>7} {'primal obj':>15} {'dual obj':>15} {'pinf':>9} {'gap':>9} "
             f"{'rho':>9} {'rank':>5} {'time':>9}")
     stop_status, evidence = None, ""
@@ -339,12 +356,17 @@ def _solve(run: _Run) -> Result:
     single_threaded = (threadpool_limits(limits=1, user_api="blas") if not run.backend.is_gpu
                        else contextlib.nullcontext())
     try:
+        if _interior_point_first(run) and run.interior_point_available():
+            _interior_point(run)
+            if run.best.evaluation.worst > settings.tol:
+                run.say("the interior-point method did not meet tol: the low-rank phases take over")
+                run.state = run.initial_state()
         try:
-            with single_threaded:
-                _low_rank_phases(run)
+            if run.best is None or run.best.evaluation.worst > settings.tol:
+                with single_threaded:
+                    _low_rank_phases(run)
         except _Handover:
-            run.say(f"the low-rank phases used {run.inner_iterations} iterations: handing over to the "
-                    "interior-point method")
+            run.say(f"the low-rank phases used their share ({run.inner_iterations} iterations)")
             run.keep(_Snapshot.of(run))
         except _Diverged:
             # a point was measured, the iterates are no ray and the interior-point method can start afresh
@@ -367,6 +389,24 @@ def _solve(run: _Run) -> Result:
             run.measure_deadline = min(run.measure_deadline, time.perf_counter() + INTERRUPT_MEASURE_SECONDS)
             run.keep(_Snapshot.of(run))
     return _result(run, run.best, stop_status, evidence)
+
+
+def _interior_point_first(run: _Run) -> bool:
+    """Whether the interior-point method starts (``Settings.route``)."""
+    if run.routes is None:
+        return False
+    return {"auto": run.routes.interior_point_first, "interior_point": True, "low_rank": False}[run.settings.route]
+
+
+def _route(run: _Run) -> str:
+    """Which route starts, and why (``Result.route``)."""
+    if run.routes is not None:
+        first = "interior-point method first" if _interior_point_first(run) else "low-rank phases first"
+        why = "by estimated cost" if run.settings.route == "auto" else f"route={run.settings.route!r}"
+        return f"{first} ({why}): {run.routes.describe()}"
+    if not run.settings.interior_point:
+        return "low-rank phases only: interior_point=False"
+    return "low-rank phases only: too large for the interior-point method"
 
 
 def _divergence(run: _Run) -> tuple[Status, str]:
@@ -579,7 +619,7 @@ def _result(run: _Run, best: _Snapshot, stop_status: Status | None, evidence: st
                     solve_time=run.elapsed(), setup_time=run.setup_time, stage_times=dict(run.stage_times),
                     peak_device_bytes=max(run.peak_device_bytes, backend.pool_bytes()),
                     min_eigenvalues=tuple(pair.value for pair in evaluation.eigenpairs),
-                    device=backend.describe(), message=message, log=tuple(run.log or ()))
+                    device=backend.describe(), message=message, route=_route(run), log=tuple(run.log or ()))
     run.say(result.summary())
     return result
 

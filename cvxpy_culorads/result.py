@@ -112,6 +112,8 @@ class Result:
       ``solve_time - setup_time`` is the driver's own work (snapshots, rank changes).
     - ``peak_device_bytes``: the most device memory CuPy's pool held during the solve (0 on the CPU); it
       includes arrays of the caller's that were in the pool already.
+    - ``route``: which method started (the interior-point method or the low-rank phases) and why: the estimated
+      cost of each (``costs.py``), or why only the low-rank phases could run.
     - ``log``: the iteration log (``state.Progress`` rows), kept only with ``Settings.keep_log`` (a long solve
       makes millions of rows).
     """
@@ -135,6 +137,7 @@ class Result:
     min_eigenvalues: tuple[float, ...] = ()
     peak_device_bytes: int = 0
     message: str = ""
+    route: str = ""
     log: tuple = field(default=(), repr=False)
 
     @property

@@ -18,6 +18,7 @@ __all__ = ["Settings"]
 
 _DEVICES = ("auto", "cpu", "gpu")
 _CRITERIA = ("certified", "dimacs")
+_ROUTES = ("auto", "low_rank", "interior_point")
 
 
 @dataclass(frozen=True)
@@ -43,7 +44,7 @@ class _Interval:
 
 # The settings' valid values. An upper end of inf, not included, means "finite"; None is valid for the
 # settings in _OPTIONAL.
-_CHOICES = {"device": _DEVICES, "criterion": _CRITERIA}
+_CHOICES = {"device": _DEVICES, "criterion": _CRITERIA, "route": _ROUTES}
 _FLAGS = ("verbose", "keep_log", "interior_point", "l2_rescaling")
 _REALS = {
     "tol": _Interval(0.0, 1.0),
@@ -143,6 +144,11 @@ class Settings:
       low-rank phases have used ``interior_point_patience`` inner iterations without finishing, or
       finish with errors above ``tol``. It solves the small degenerate or high-rank problems (truss,
       arch, control) where the low-rank method stalls.
+    - ``route``: which method starts on a problem the interior-point method can take. ``"auto"`` (default): the
+      one with the smaller estimated time (``costs.py``); the low-rank phases then hand over after
+      ``interior_point_patience`` inner iterations or the interior-point method's estimated time, and the
+      interior-point method, when it ends above ``tol``, to the low-rank phases from their own start (for
+      ``interior_point_patience`` iterations). ``"low_rank"`` or ``"interior_point"`` start that one.
 
     **Advanced settings** (LoRADS names in brackets): ``phase1_tol`` [phase1Tol] primal infeasibility at
     which phase I hands over to phase II; ``rho_max`` [rhoMax] ADMM penalty cap; ``max_alm_outer``
@@ -168,6 +174,7 @@ class Settings:
     keep_log: bool = False
     interior_point: bool = True
     interior_point_patience: int = 5000
+    route: str = "auto"
 
     phase1_tol: float = 1e-3
     rho_max: float = 5000.0

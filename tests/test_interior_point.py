@@ -49,7 +49,7 @@ def test_schur_complement_is_the_trace_formula(by_positions, device):
 @pytest.mark.parametrize("device", DEVICES)
 def test_interior_point_matches_clarabel(device):
     problem = random_mixed_problem(2)
-    result = solve(problem, device=device, interior_point_patience=1)
+    result = solve(problem, device=device, interior_point_patience=1, route="low_rank")
     assert result.iterations["alm"] == 1 and result.iterations["interior_point"] > 0
     assert result.status is Status.OPTIMAL, result.summary()
     assert result.primal_objective == pytest.approx(clarabel_value(problem), rel=1e-5, abs=1e-7)
@@ -94,7 +94,7 @@ def test_switched_off_it_never_runs():
 
 def test_a_limit_inside_it_returns_its_point_with_an_honest_status():
     problem = random_mixed_problem(2)
-    result = solve(problem, device="cpu", interior_point_patience=1, max_iter=4)
+    result = solve(problem, device="cpu", interior_point_patience=1, max_iter=4, route="low_rank")
     assert result.status is Status.ITERATION_LIMIT
     assert result.iterations == {"alm": 1, "admm": 0, "interior_point": 3}
     errors, _ = own_errors(problem, result)
@@ -125,3 +125,49 @@ def test_it_is_skipped_without_device_memory_for_it(monkeypatch, capsys):
     result = solve(random_mixed_problem(2), device="cpu", interior_point_patience=1, max_iter=200, verbose=True)
     assert result.iterations["interior_point"] == 0
     assert INTERIOR_POINT_MEMORY_MESSAGE in capsys.readouterr().err
+
+
+def _maxcut_of_order(n: int):
+    problem, _ = random_maxcut(n, 4.0 / n, seed=11)
+    return problem
+
+
+def test_the_cheaper_route_starts():
+    small = solve(random_mixed_problem(2), device="cpu")  # blocks of order 6 and 4: milliseconds of IPM
+    assert small.route.startswith("interior-point method first (by estimated cost)")
+    assert small.iterations["alm"] == 0 and small.iterations["interior_point"] > 0
+    assert small.status is Status.OPTIMAL
+    assert small.primal_objective == pytest.approx(clarabel_value(random_mixed_problem(2)), rel=1e-5, abs=1e-7)
+    large = solve(_maxcut_of_order(400), device="cpu")  # n^3 dense work against a few hundred cheap steps
+    assert large.route.startswith("low-rank phases first (by estimated cost)")
+    assert large.iterations["interior_point"] == 0 and large.status is Status.OPTIMAL
+    too_large = solve(random_maxcut(30, 0.3, seed=1)[0], device="cpu", interior_point=False)
+    assert too_large.route == "low-rank phases only: interior_point=False"
+
+
+def test_an_interior_point_start_that_misses_tol_hands_over_to_the_low_rank_phases(monkeypatch):
+    monkeypatch.setattr("cvxpy_culorads.interior_point.MAX_ITERATIONS", 2)  # it cannot converge in two
+    problem = random_mixed_problem(2)
+    result = solve(problem, device="cpu")
+    assert result.route.startswith("interior-point method first")
+    assert result.iterations["interior_point"] == 2 and result.iterations["alm"] > 0
+    assert result.status is Status.OPTIMAL
+    assert result.primal_objective == pytest.approx(clarabel_value(problem), rel=1e-4, abs=1e-6)
+
+
+def test_low_rank_phases_hand_over_once_they_used_the_interior_point_estimate(monkeypatch):
+    monkeypatch.setattr("cvxpy_culorads.costs.HANDOVER_FACTOR", 0.0)  # their share is used after one step
+    problem = _maxcut_of_order(400)
+    result = solve(problem, device="cpu")
+    assert result.route.startswith("low-rank phases first")
+    assert result.iterations["alm"] == 1 and result.iterations["interior_point"] > 0
+    assert result.status is Status.OPTIMAL
+    assert result.primal_objective == pytest.approx(solve(problem, device="cpu").primal_objective, rel=1e-5)
+
+
+@pytest.mark.parametrize("route, first", [("low_rank", "low-rank phases first"),
+                                          ("interior_point", "interior-point method first")])
+def test_the_route_setting_chooses_the_start(route, first):
+    result = solve(random_mixed_problem(2), device="cpu", route=route)
+    assert result.route.startswith(f"{first} (route={route!r})")
+    assert result.status is Status.OPTIMAL

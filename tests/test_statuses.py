@@ -202,7 +202,7 @@ def test_ctrl_c_returns_the_best_point_with_status_interrupted(monkeypatch):
             raise KeyboardInterrupt
 
     monkeypatch.setattr(_Run, "record", interrupt_late)
-    result = solve(_small_maxcut(), **CPU)
+    result = solve(_small_maxcut(), route="low_rank", **CPU)
     assert result.status is Status.INTERRUPTED and result.status.has_solution
     R = result.factors[0]
     assert R.shape[0] == 40 and np.all(np.isfinite(R))

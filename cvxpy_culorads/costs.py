@@ -1,0 +1,68 @@
+"""What each route to a small problem is expected to cost, so that the driver starts with the cheaper one.
+
+The interior-point method's iterations cost a fixed share per block (Python and LAPACK call overheads), the dense
+work on each block (n_k^3: an inverse, a Cholesky factorisation and an eigenvalue problem), the Schur complement's
+assembly (its route's work entries, ``memory.route_entries``) and its factorisation (m^3); they number 10 to 30. The
+low-rank phases' steps cost a fixed overhead plus work in n r; easy problems (MaxCut) need a few hundred, hard ones
+(truss, control, theta) thousands. The constants were fitted on the 2-core CPU VM on 2026-11-23 (SDPLIB truss1-8,
+control1-3, hinf1-5, qap5-7, theta1-2, mcp124-1 to mcp500-1, gpp124-1, arch0: ``benchmarks/routes.py``); the
+GPU's low-rank step is launch-bound, about 1 ms on the H100 (the issue-17 runs: SDPLIB's small problems took 3-16 s
+for their 5000 steps there). The interior-point method runs on the host for such small blocks on either device.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .memory import route_entries
+
+__all__ = ["RouteCosts"]
+
+IPM_ITERATIONS = 15  # the median over the calibration set (8 to 29)
+IPM_SECONDS_PER_BLOCK = 7.5e-4  # per block and iteration
+IPM_SECONDS_PER_CUBE = 1.5e-9  # per n_k^3 and iteration
+IPM_SECONDS_PER_ROUTE_ENTRY = 2.7e-8  # per Schur-complement work entry and iteration
+IPM_SECONDS_PER_SCHUR_CUBE = 2.8e-10  # per m^3 and iteration
+LOW_RANK_STEPS = 300  # what an easy problem (MaxCut) needs; hard ones need thousands, hence IPM_CHEAP_SECONDS
+# an interior-point method expected to take no longer than this starts first whatever the other estimate: the
+# low-rank phases' step count is unknown in advance and ranges from 200 to 5000 on such problems
+IPM_CHEAP_SECONDS = 0.1
+LOW_RANK_STEP_SECONDS = {False: 2.5e-4, True: 1.0e-3}  # fixed cost of one step on the CPU / the GPU
+LOW_RANK_SECONDS_PER_ROW_RANK = 2.8e-7  # per n r and step (CPU)
+# once the low-rank phases have run this many times the interior-point method's estimate, it takes over: at 1,
+# as in the ski-rental problem, the time never exceeds twice that of the better route (given the estimate)
+HANDOVER_FACTOR = 1.0
+
+
+@dataclass(frozen=True)
+class RouteCosts:
+    """Estimated seconds of the interior-point method and of the low-rank phases on one problem."""
+
+    interior_point: float
+    low_rank: float
+
+    @classmethod
+    def of(cls, problem, ranks, on_gpu: bool) -> RouteCosts:
+        """The estimates for ``problem`` with the low-rank phases' initial ``ranks`` (one per PSD block)."""
+        per_iteration = IPM_SECONDS_PER_SCHUR_CUBE * problem.m ** 3
+        for n, coeff in zip(problem.block_sizes, problem.A_coords):
+            positions = np.unique(coeff.row * n + coeff.col).size
+            route = route_entries(positions, np.unique(coeff.con).size, n)[1]
+            per_iteration += IPM_SECONDS_PER_BLOCK + IPM_SECONDS_PER_CUBE * n ** 3 + IPM_SECONDS_PER_ROUTE_ENTRY * route
+        row_rank = sum(n * r for n, r in zip(problem.block_sizes, ranks)) + problem.n_lp
+        step = LOW_RANK_STEP_SECONDS[on_gpu] + (0.0 if on_gpu else LOW_RANK_SECONDS_PER_ROW_RANK * row_rank)
+        return cls(IPM_ITERATIONS * per_iteration, LOW_RANK_STEPS * step)
+
+    @property
+    def interior_point_first(self) -> bool:
+        return self.interior_point <= max(self.low_rank, IPM_CHEAP_SECONDS)
+
+    @property
+    def handover_seconds(self) -> float:
+        """Seconds of low-rank phases after which the interior-point method takes over."""
+        return HANDOVER_FACTOR * self.interior_point
+
+    def describe(self) -> str:
+        return (f"estimated {self.interior_point:.3g} s for the interior-point method, {self.low_rank:.3g} s for "
+                "the low-rank phases")
