@@ -23,13 +23,14 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import math
 import sys
 import time
 from dataclasses import dataclass
 
 import numpy as np
-from threadpoolctl import threadpool_limits
+from threadpoolctl import ThreadpoolController
 
 from .admm import ADMMPhase
 from .alm import ALMPhase
@@ -353,7 +354,7 @@ def _solve(run: _Run) -> Result:
     # The low-rank phases make many BLAS-1 calls on arrays of 10^4..10^6 entries: multithreaded OpenBLAS
     # gains nothing there and, with the cores busy, turns a 12 us dot into a millisecond one. The
     # interior-point method's dense factorisations do gain from threads.
-    single_threaded = (threadpool_limits(limits=1, user_api="blas") if not run.backend.is_gpu
+    single_threaded = (_blas_threads().limit(limits=1, user_api="blas") if not run.backend.is_gpu
                        else contextlib.nullcontext())
     try:
         if _interior_point_first(run) and run.interior_point_available():
@@ -407,6 +408,13 @@ def _route(run: _Run) -> str:
     if not run.settings.interior_point:
         return "low-rank phases only: interior_point=False"
     return "low-rank phases only: too large for the interior-point method"
+
+
+@functools.cache
+def _blas_threads() -> ThreadpoolController:
+    """The process's thread pools, found once: finding them reads /proc/self/maps (2 ms, a twentieth of a small
+    solve)."""
+    return ThreadpoolController()
 
 
 def _divergence(run: _Run) -> tuple[Status, str]:
