@@ -23,7 +23,7 @@ from .backend import available_devices, gpu_available
 from .driver import solve
 from .io import read_sdpa, write_sdpa
 from .problem import BlockCoefficients, SDPProblem
-from .result import Result, Status
+from .result import Errors, Result, Status
 from .settings import Settings
 
 try:  # the version is written once, in pyproject.toml
@@ -34,7 +34,7 @@ except _metadata.PackageNotFoundError:  # a source tree on sys.path that pip has
 _CVXPY_NAMES = ("CULORADS", "register")  # from cvxpy_interface, which imports CVXPY
 
 __all__ = [
-    "SDPProblem", "BlockCoefficients", "solve", "Settings", "Result", "Status", "read_sdpa", "write_sdpa",
+    "SDPProblem", "BlockCoefficients", "solve", "Settings", "Result", "Errors", "Status", "read_sdpa", "write_sdpa",
     "available_devices", "gpu_available", "__version__", *_CVXPY_NAMES,
 ]
 

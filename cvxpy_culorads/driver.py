@@ -12,12 +12,14 @@ the objective is scaled up (so the penalty weighs relatively less and optimality
 multipliers with it, and a short ALM run and an ADMM run follow. When polishing stops paying and the dual
 slack still has a clearly negative eigenvalue, the point is a low-rank saddle: the rank grows along that
 eigenvector and both phases run again. Problems small enough for a dense interior-point method
-(``interior_point.py``) go to it when the low-rank phases have used ``interior_point_patience`` inner
-iterations or end without meeting ``tol``: that is where low-rank methods stall (degenerate or high-rank
-optima). The best point seen is returned with an honest status: iterates that run away end the solve
-(UNBOUNDED_INACCURATE when they follow a primal ray), multipliers that run away along a Farkas direction make it
-INFEASIBLE_INACCURATE, Ctrl-C makes it INTERRUPTED, and the time limit holds through the final measurement.
-Phases are generators; this module alone owns time and iteration limits and the iteration log.
+(``interior_point.py``) start with it when it is estimated cheaper (``costs.py``, ``Settings.route``), and go to
+it when the low-rank phases have used ``interior_point_patience`` inner iterations or its estimated time, or end
+without meeting ``tol``: that is where low-rank methods stall (degenerate or high-rank optima); an
+interior-point start that misses ``tol`` hands over to the low-rank phases. The best point seen is returned
+with an honest status: iterates that run away end the solve (UNBOUNDED_INACCURATE when they follow a primal ray),
+multipliers that run away along a Farkas direction make it INFEASIBLE_INACCURATE, Ctrl-C makes it INTERRUPTED,
+and the time limit holds through the final measurement. Phases are generators; this module alone owns time and
+iteration limits and the iteration log.
 """
 from __future__ import annotations
 
