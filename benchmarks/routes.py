@@ -27,7 +27,8 @@ import cvxpy  # noqa: E402
 
 import cvxpy_culorads as cl  # noqa: E402
 from cvxpy_culorads.costs import RouteCosts  # noqa: E402
-from cvxpy_culorads.driver import _Run  # noqa: E402
+from cvxpy_culorads.layout import BlockLayout  # noqa: E402
+from cvxpy_culorads.state import block_ranks  # noqa: E402
 
 from compare import PEER_MAX_N, to_cvxpy  # noqa: E402
 from report import write_tables  # noqa: E402
@@ -53,8 +54,9 @@ def _clarabel(problem) -> dict:
 def _row(name: str, device: str, time_limit: float) -> dict:
     path = sorted((DATA / "sdplib").glob(f"{name}.dat-s*"))[0]
     problem = cl.read_sdpa(path)
-    run = _Run(problem, cl.Settings(device=device))
-    estimate = RouteCosts.of(problem, run.initial_ranks, run.backend.is_gpu)
+    defaults = cl.Settings()
+    ranks, _ = block_ranks(BlockLayout.of(problem), defaults.rank, defaults.rank_factor)  # the solve's start
+    estimate = RouteCosts.of(problem, ranks, device == "gpu")
     row = dict(instance=name, n=sum(problem.block_sizes) + problem.n_lp, m=problem.m, blocks=problem.num_blocks,
                ipm_estimate_s=round(estimate.interior_point, 4), low_rank_estimate_s=round(estimate.low_rank, 4))
     for route in ROUTES:

@@ -102,6 +102,17 @@ class TraceBounds:
             shared = self.user
         return [tau if np.isfinite(tau) else shared for tau in self.blocks]
 
+    def capacity(self, thetas, sigmas) -> float | None:
+        """The most sum_k theta_k tr X_k + sum_j sigma_j x_j reaches over the points within the bounds ``blocks`` and
+        ``lp`` (weights >= 0), or None when a block or variable of positive weight is unbounded."""
+        thetas, sigmas = np.asarray(thetas, dtype=float), np.asarray(sigmas, dtype=float)
+        block_bounds = np.asarray(self.blocks, dtype=float)
+        weighted_blocks, weighted_lp = thetas > 0.0, sigmas > 0.0
+        if not (np.all(np.isfinite(block_bounds[weighted_blocks])) and np.all(np.isfinite(self.lp[weighted_lp]))):
+            return None
+        return float(thetas[weighted_blocks] @ block_bounds[weighted_blocks]
+                     + sigmas[weighted_lp] @ self.lp[weighted_lp])
+
     def dual_bound(self, dual_objective: float, thetas, sigmas: np.ndarray) -> DualBound:
         """The certified lower bound on the optimal value from b'lambda = ``dual_objective``, the blocks'
         ``thetas`` = max(0, -lambda_min(S_k)) (lower estimates of lambda_min, so upper ones of theta) and the
@@ -112,11 +123,8 @@ class TraceBounds:
         if worst == 0.0:
             return DualBound(dual_objective, "the dual slack is PSD: weak duality")
         candidates = []
-        block_bounds = np.asarray(self.blocks, dtype=float)
-        violated_blocks, violated_lp = thetas > 0.0, sigmas > 0.0
-        if np.all(np.isfinite(block_bounds[violated_blocks])) and np.all(np.isfinite(self.lp[violated_lp])):
-            hole = float(thetas[violated_blocks] @ block_bounds[violated_blocks]
-                         + sigmas[violated_lp] @ self.lp[violated_lp])
+        hole = self.capacity(thetas, sigmas)
+        if hole is not None:
             candidates.append((dual_objective - hole, "trace bounds implied by the constraints"))
         if self.curvature > 0.0:
             candidates.append((dual_objective / (1.0 + worst / self.curvature),

@@ -2,20 +2,20 @@
 
 The interior-point method's iterations cost a fixed share per block (Python and LAPACK call overheads), the dense
 work on each block (n_k^3: an inverse, a Cholesky factorisation and an eigenvalue problem), the Schur complement's
-assembly (its route's work entries, ``memory.route_entries``) and its factorisation (m^3); they number 10 to 30. The
-low-rank phases' steps cost a fixed overhead plus work in n r; easy problems (MaxCut) need a few hundred, hard ones
-(truss, control, theta) thousands. The constants were fitted on the 2-core CPU VM on 2026-11-23 (SDPLIB truss1-8,
-control1-3, hinf1-5, qap5-7, theta1-2, mcp124-1 to mcp500-1, gpp124-1, arch0: ``benchmarks/routes.py``); the
-GPU's low-rank step is launch-bound, about 1 ms on the H100 (the issue-17 runs: SDPLIB's small problems took 3-16 s
-for their 5000 steps there). The interior-point method runs on the host for such small blocks on either device.
+assembly (its route's work entries, ``memory.interior_point_routes``) and its factorisation (m^3); they number 10
+to 30. The low-rank phases' steps cost a fixed overhead plus work in n r; easy problems (MaxCut) need a few
+hundred, hard ones (truss, control, theta) thousands. The constants were fitted on the 2-core CPU VM on 2026-11-23
+(SDPLIB truss1-8, control1-3, hinf1-5, qap5-7, theta1-2, mcp124-1 to mcp500-1, gpp124-1, arch0; ``benchmarks/
+routes.py`` prints the estimates beside the measured times). On the GPU the low-rank step is launch-bound, about
+1 ms on the H100 (derived from the issue-17 runs, where SDPLIB's small problems took 3-16 s for their 5000 steps,
+not measured on its own); the interior-point method runs on the host below block order 64
+(``interior_point.DEVICE_MIN_ORDER``), and above it the CPU fit stands in, unmeasured on the GPU.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
-from .memory import route_entries
+from .memory import interior_point_routes
 
 __all__ = ["RouteCosts"]
 
@@ -45,11 +45,9 @@ class RouteCosts:
     @classmethod
     def of(cls, problem, ranks, on_gpu: bool) -> RouteCosts:
         """The estimates for ``problem`` with the low-rank phases' initial ``ranks`` (one per PSD block)."""
-        per_iteration = IPM_SECONDS_PER_SCHUR_CUBE * problem.m ** 3
-        for n, coeff in zip(problem.block_sizes, problem.A_coords):
-            positions = np.unique(coeff.row * n + coeff.col).size
-            route = route_entries(positions, np.unique(coeff.con).size, n)[1]
-            per_iteration += IPM_SECONDS_PER_BLOCK + IPM_SECONDS_PER_CUBE * n ** 3 + IPM_SECONDS_PER_ROUTE_ENTRY * route
+        per_iteration = IPM_SECONDS_PER_SCHUR_CUBE * problem.m ** 3 + sum(
+            IPM_SECONDS_PER_BLOCK + IPM_SECONDS_PER_CUBE * n ** 3 + IPM_SECONDS_PER_ROUTE_ENTRY * route
+            for n, route in zip(problem.block_sizes, interior_point_routes(problem)))
         row_rank = sum(n * r for n, r in zip(problem.block_sizes, ranks)) + problem.n_lp
         step = LOW_RANK_STEP_SECONDS[on_gpu] + (0.0 if on_gpu else LOW_RANK_SECONDS_PER_ROW_RANK * row_rank)
         return cls(IPM_ITERATIONS * per_iteration, LOW_RANK_STEPS * step)

@@ -664,12 +664,10 @@ def _infeasibility_evidence(run: _Run) -> str:
                                               seed=run.settings.seed, deadline=run.measure_deadline)
     eps = np.array([max(0.0, -pair.lower) for pair in pairs])
     sigma = np.maximum(-lp_entries, 0.0)
-    taus, bounds = np.asarray(run.trace_bounds.blocks, dtype=float), run.trace_bounds.lp
-    if np.all(np.isfinite(taus[eps > 0])) and np.all(np.isfinite(bounds[sigma > 0])):
-        capacity = float(eps[eps > 0] @ taus[eps > 0] + sigma[sigma > 0] @ bounds[sigma > 0])
-        if capacity < reach:
-            return (f"Farkas certificate: b'd = {reach:.3g} exceeds {capacity:.3g}, the most <A*(d), X> reaches "
-                    "within the trace bounds the constraints imply")
+    capacity = run.trace_bounds.capacity(eps, sigma)
+    if capacity is not None and capacity < reach:
+        return (f"Farkas certificate: b'd = {reach:.3g} exceeds {capacity:.3g}, the most <A*(d), X> reaches within "
+                "the trace bounds the constraints imply")
     largest = float(max(eps.max(initial=0.0), sigma.max(initial=0.0)))
     needed = reach / largest if largest > 0.0 else math.inf
     if needed > size_limit:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 __all__ = ["check_fits", "estimate_device_bytes", "widening_fits", "affordable_lanczos_steps", "route_entries",
-           "interior_point_work_bytes", "interior_point_fits"]
+           "interior_point_routes", "interior_point_work_bytes", "interior_point_fits"]
 
 # n_rows x r arrays held at once in the phases, counting CuPy's pool: factor, gradient, step, L-BFGS pairs, C R,
 # C D (phase I); U, V, CG vectors (phase II); measured at n = 1e8, rank 5: 13 (with the operator 58 GiB)
@@ -94,15 +94,18 @@ def interior_point_work_bytes(problem) -> int | None:
     too_large = any(n > INTERIOR_POINT_MAX_BLOCK_ORDER for n in problem.block_sizes)
     if problem.m > INTERIOR_POINT_MAX_CONSTRAINTS or too_large:
         return None
+    routes = interior_point_routes(problem)
+    if any(route > INTERIOR_POINT_MAX_ROUTE_ENTRIES for route in routes):
+        return None
     entries = 3 * problem.m ** 2 + 4 * problem.n_lp
-    for n, coeff in zip(problem.block_sizes, problem.A_coords):
-        positions = np.unique(coeff.row * n + coeff.col).size
-        constraints = np.unique(coeff.con).size
-        route = route_entries(positions, constraints, n)[1]
-        if route > INTERIOR_POINT_MAX_ROUTE_ENTRIES:
-            return None
-        entries += 5 * route + 20 * n * n
+    entries += sum(5 * route + 20 * n * n for n, route in zip(problem.block_sizes, routes))
     return 8 * entries
+
+
+def interior_point_routes(problem) -> list[int]:
+    """Per PSD block, the entries of the interior-point method's Schur-complement work arrays (its smaller route)."""
+    return [route_entries(np.unique(coeff.row * n + coeff.col).size, np.unique(coeff.con).size, n)[1]
+            for n, coeff in zip(problem.block_sizes, problem.A_coords)]
 
 
 def interior_point_fits(problem) -> bool:
