@@ -168,6 +168,8 @@ def test_low_rank_phases_hand_over_once_they_used_the_interior_point_estimate(mo
 @pytest.mark.parametrize("route, first", [("low_rank", "low-rank phases first"),
                                           ("interior_point", "interior-point method first")])
 def test_the_route_setting_chooses_the_start(route, first):
-    result = solve(random_mixed_problem(2), device="cpu", route=route)
+    problem = random_mixed_problem(2)
+    result = solve(problem, device="cpu", route=route)
     assert result.route.startswith(f"{first} (route={route!r})")
     assert result.status is Status.OPTIMAL
+    assert result.primal_objective == pytest.approx(clarabel_value(problem), rel=1e-4, abs=1e-6)
