@@ -2,9 +2,9 @@
 
 A ``Backend`` bundles an array namespace (``xp``), its sparse module, and the few conversions the
 solver needs, so that the algorithm is written once. ``select_backend("auto")`` takes the GPU when
-CuPy imports and sees a device, the CPU otherwise; the environment variable ``CULORADS_DEVICE``
-(``cpu`` or ``gpu``) overrides ``auto``. Asking for ``gpu`` when none is usable raises an error that
-says why.
+CuPy imports and sees a device and the caller's ``gpu_pays`` (the driver's cost estimate, ``costs.py``) agrees,
+the CPU otherwise; the environment variable ``CULORADS_DEVICE`` (``cpu`` or ``gpu``) overrides ``auto``. Asking
+for ``gpu`` when none is usable raises an error that says why.
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from types import ModuleType
 import numpy as np
 import scipy.sparse
 
-__all__ = ["Backend", "available_devices", "gpu_available", "select_backend"]
+__all__ = ["Backend", "available_devices", "gpu_available", "requested_device", "select_backend"]
 
 ENV_DEVICE = "CULORADS_DEVICE"
 
@@ -102,14 +102,21 @@ def available_devices() -> tuple[str, ...]:
     return ("gpu", "cpu") if gpu_available() else ("cpu",)
 
 
-def select_backend(device: str = "auto") -> Backend:
-    """The backend for ``device`` in {"auto", "cpu", "gpu"}."""
+def requested_device(device: str = "auto") -> str:
+    """``device`` ("auto", "cpu" or "gpu") with ``CULORADS_DEVICE`` in place of "auto" where it is set."""
     if device == "auto":
         device = os.environ.get(ENV_DEVICE, "auto").strip().lower() or "auto"
         if device not in ("auto", "cpu", "gpu"):
             raise ValueError(f"{ENV_DEVICE}={device!r}: expected 'cpu' or 'gpu'")
-        if device == "auto":
-            device = "gpu" if gpu_available() else "cpu"
+    return device
+
+
+def select_backend(device: str = "auto", gpu_pays=None) -> Backend:
+    """The backend for ``device`` in {"auto", "cpu", "gpu"}; for "auto" (after ``CULORADS_DEVICE``), the GPU when
+    one is usable and ``gpu_pays()`` is true (or ``gpu_pays`` is None)."""
+    device = requested_device(device)
+    if device == "auto":
+        device = "gpu" if gpu_available() and (gpu_pays is None or gpu_pays()) else "cpu"
     if device == "cpu":
         return Backend("cpu", np, scipy.sparse)
     if device == "gpu":

@@ -19,8 +19,10 @@ from typing import NamedTuple
 
 import numpy as np
 
+from .kernels import kernels_for
 from .krylov import conjugate_gradient, lanczos_smallest
 from .measures import ProblemNorms
+from .memory import deflation_fits
 
 __all__ = ["Eigenpair", "dual_infeasibility", "smallest_eigenpairs", "stationary_multipliers", "farkas_violations",
            "is_primal_ray"]
@@ -43,14 +45,17 @@ class Eigenpair(NamedTuple):
 
 
 def dual_infeasibility(op, lam, norms: ProblemNorms, accuracy, seed: int = 0, guesses=None,
-                       deadline: float = math.inf) -> tuple[float, list[Eigenpair], np.ndarray]:
+                       deadline: float = math.inf, factor=None) -> tuple[float, list[Eigenpair], np.ndarray]:
     """(dual infeasibility, an :class:`Eigenpair` per PSD block, the nonnegative variables' slacks c_lp - A_lp'lambda)
     of the multipliers ``lam``; Lanczos stops once its Ritz residual is below ``accuracy`` (one number, or one per
     block); ``guesses`` are start vectors per block (the eigenvectors of a nearby slack, e.g. of the previous
-    evaluation), or None; Lanczos also stops at ``deadline`` (a ``time.perf_counter`` value)."""
+    evaluation), or None; Lanczos also stops at ``deadline`` (a ``time.perf_counter`` value). ``factor``: the
+    factor R of the primal point, whose blocks' ranges the eigenvalue problems are deflated against, or None."""
     slack = op.slack_matrix(lam)
-    pairs = smallest_eigenpairs(slack, op.layout, op.backend, accuracy=accuracy, seed=seed, guesses=guesses,
-                                deadline=deadline)
+    layout = op.layout
+    subspaces = None if factor is None else [factor[start:start + n] for start, n in zip(layout.offsets, layout.sizes)]
+    pairs = smallest_eigenpairs(slack, layout, op.backend, accuracy=accuracy, seed=seed, guesses=guesses,
+                                deadline=deadline, subspaces=subspaces)
     lp = _lp_slacks(slack, op.layout, op.backend)
     violation = sum(max(0.0, -pair.value) for pair in pairs) + float(np.maximum(-lp, 0.0).sum())
     return violation / (1.0 + norms.C_1), pairs, lp
@@ -82,11 +87,13 @@ def _lp_slacks(slack, layout, backend) -> np.ndarray:
 
 
 def smallest_eigenpairs(matrix, layout, backend, accuracy, seed: int = 0, guesses=None,
-                        deadline: float = math.inf) -> list[Eigenpair]:
+                        deadline: float = math.inf, subspaces=None) -> list[Eigenpair]:
     """The :class:`Eigenpair` of the smallest eigenvalue of each PSD block of the block-diagonal ``matrix``;
     ``accuracy``: the Ritz residual at which the iterative solver stops (one number, or one per block);
     ``guesses``: an optional start vector (or None) per block for the iterative solver; ``deadline``: when the
-    iterative solver stops whatever its residual.
+    iterative solver stops whatever its residual; ``subspaces``: per block an n_k x r_k array (or None) whose
+    range holds eigenvectors of the smallest eigenvalues, which the iterative solver then deflates
+    (:func:`_deflated_eigenpair`).
 
     A Ritz residual bounds the distance to *some* eigenvalue; only a converged run makes that one the smallest
     (with the random part of the start, ``krylov.GUESS_NOISE``). Where Lanczos stopped unconverged (its cycles or
@@ -96,10 +103,17 @@ def smallest_eigenpairs(matrix, layout, backend, accuracy, seed: int = 0, guesse
     result: dict[int, Eigenpair] = {}
     by_size: dict[int, list[int]] = {}
     for k, n in enumerate(layout.sizes):
-        if n <= DENSE_LIMIT:
+        guess = guesses[k] if guesses is not None else None
+        subspace = subspaces[k] if subspaces is not None else None
+        pair = None
+        if subspace is not None and n > DEFLATION_MIN_ORDER:
+            pair = _deflated_eigenpair(_block(matrix, layout, k), subspace, backend, float(accuracies[k]), seed,
+                                       guess, deadline)
+        if pair is not None:
+            result[k] = pair
+        elif n <= DENSE_LIMIT:
             by_size.setdefault(n, []).append(k)
         else:
-            guess = guesses[k] if guesses is not None else None
             block = _block(matrix, layout, k)
             value, vector, residual = lanczos_smallest(block, n, backend, float(accuracies[k]), seed, guess,
                                                        deadline=deadline)
@@ -117,6 +131,102 @@ def smallest_eigenpairs(matrix, layout, backend, accuracy, seed: int = 0, guesse
 
 
 DENSE_ROUNDING = 10.0  # safety factor on n eps ||S||_2 for the eigenvalues of a dense decomposition
+# Blocks above this order are deflated against the primal factor's range when one is given (on the H100 a dense
+# eigh of order 800 takes 85 ms, a deflated Lanczos run a few); the range must leave most of the block outside it.
+DEFLATION_MIN_ORDER, DEFLATION_MAX_SHARE = 200, 0.5
+# the accuracy the callers ask for is a tenth of what their measure resolves (``driver._Run.evaluate``)
+DEFLATION_LOSS = 5.0
+DEFLATION_CYCLES = 3  # restarts a deflated run may take before the undeflated problem is solved instead
+RANGE_CUTOFF = 1e-6  # directions of the factor whose singular value is below this share of the largest are dropped
+
+
+def _deflated_eigenpair(block, factor, backend, accuracy: float, seed: int, guess, deadline: float):
+    """The :class:`Eigenpair` of lambda_min of the symmetric ``block`` S, deflated against Ritz vectors of S in the
+    range of ``factor``, or None when that range is empty, too large or would not fit in device memory.
+
+    With Q orthonormal columns, H = Q'SQ and E = SQ - QH (so ||E||_2 = ||Q_perp' S Q||_2), every unit
+    x = Q u + Q_perp w has x'Sx >= lambda_min(H)|u|^2 - 2||E|| |u||w| + lambda_min(Q_perp' S Q_perp)|w|^2, so
+    lambda_min(S) >= the smaller eigenvalue of [[a, e], [e, c]] for lower estimates a of lambda_min(H), c of the
+    complement's (Lanczos on P S P, ``krylov.lanczos_smallest``) and e >= ||E||_2. Near an optimum S R ~ 0: the
+    Ritz vectors of S in range(R) are near-eigenvectors of S's cluster of near-zero eigenvalues, the complement's
+    spectrum is bounded away from zero, and the bound loses only ~e^2 / (c - a), where a plain Lanczos run would
+    have to resolve the whole cluster. Q keeps the Ritz vectors of small residual only (:func:`_near_invariant`):
+    a column of R that is still small (one just seeded by an escape) is no near-eigenvector, and its residual
+    would spoil e. The bound may lose ``DEFLATION_LOSS`` times ``accuracy`` (the Ritz residual a plain run stops
+    at) against min(a, 0): the Lanczos run stops as soon as its lower estimate c makes it so.
+
+    Where the cluster of small eigenvalues is larger than range(R) (G67 at rank 19) the Ritz residuals, and so e,
+    stay above what the bound can afford: when the run has not converged within ``DEFLATION_CYCLES``, or the bound
+    lies more than that loss below min(0, smallest Ritz value), the answer is None and the caller solves the
+    undeflated problem."""
+    xp = backend.xp
+    n = block.shape[0]
+    Q = _orthonormal_range(factor, backend)
+    if Q.shape[1] == 0 or Q.shape[1] > DEFLATION_MAX_SHARE * n or not deflation_fits(backend, n, Q.shape[1]):
+        return None
+    SQ = kernels_for(backend).csr_matmul(block, Q)
+    H = backend.to_host(Q.T @ SQ)
+    ritz_values, ritz_vectors = np.linalg.eigh(0.5 * (H + H.T))
+    residual_gram = backend.to_host(SQ.T @ SQ) - H.T @ H  # E'E = (SQ)'SQ - H'H, as Q'SQ = H
+    del SQ
+    keep = _near_invariant(ritz_values, ritz_vectors, residual_gram)
+    values, vectors = ritz_values[keep], ritz_vectors[:, keep]
+    kept_gram = vectors.T @ residual_gram @ vectors
+    Q = xp.ascontiguousarray(Q @ xp.asarray(vectors))
+    # rounding: of the eigenvalues of H (q eps ||H||), and of E'E formed as a difference (q eps ||SQ||_F^2)
+    unit_rounding = DENSE_ROUNDING * Q.shape[1] * np.finfo(float).eps
+    inside = float(values[0]) - unit_rounding * float(np.abs(ritz_values).max())
+    coupling_squared = np.linalg.eigvalsh(kept_gram)[-1] + unit_rounding * (np.trace(kept_gram) + values @ values)
+    coupling = math.sqrt(max(float(coupling_squared), 0.0))
+    # the complement's lower estimate c that makes the 2 x 2 bound >= t = min(a, 0) - loss: (a - t)(c - t) >= e^2
+    loss = DEFLATION_LOSS * accuracy
+    target = min(inside, 0.0) - loss
+    enough = target + coupling ** 2 / (inside - target)
+    # a Ritz value below -10 accuracy already fails the caller's test: a bound within twice it serves as well;
+    # unless H's does, a complement's Ritz value between that and ``enough`` can serve neither way
+    failing = -10.0 * accuracy
+    useless = (failing, enough) if inside >= failing else (math.inf, math.inf)
+    theta, vector, residual = lanczos_smallest(block, n, backend, accuracy, seed, guess, deadline=deadline,
+                                               deflate=Q, enough=enough, cycles=DEFLATION_CYCLES,
+                                               give_up_between=useless)
+    complement = theta - residual
+    if residual > accuracy and complement < enough:
+        return None
+    bound = 0.5 * (inside + complement) - math.hypot(0.5 * (inside - complement), coupling)
+    if values[0] < theta:
+        theta, vector = float(values[0]), Q[:, 0].copy()
+    allowed = -theta if theta < failing else loss
+    return Eigenpair(theta, vector, theta - bound) if bound >= min(theta, 0.0) - allowed else None
+
+
+def _near_invariant(values: np.ndarray, vectors: np.ndarray, residual_gram: np.ndarray) -> np.ndarray:
+    """Which Ritz pairs (``values``, ``vectors`` of H, with E'E = ``residual_gram``) to deflate: taken in order of
+    their residual norms, the leading set whose estimated bound min(a, c) - e^2 / (c - a) is largest, with a the
+    set's smallest Ritz value, c the smallest Ritz value left out (the largest when none is), and e^2 the sum of
+    the set's squared residuals (an upper estimate of ||E V||_2^2)."""
+    residuals = np.einsum("ij,ik,kj->j", vectors, residual_gram, vectors).clip(min=0.0)
+    order = np.argsort(residuals)
+    coupling = np.cumsum(residuals[order])
+    inside = np.minimum.accumulate(values[order])
+    outside = np.append(np.minimum.accumulate(values[order][::-1])[::-1][1:], values.max())
+    separation = np.maximum(outside - inside, np.finfo(float).tiny)
+    estimate = np.minimum(inside, outside) - coupling / separation
+    keep = np.zeros(values.size, dtype=bool)
+    keep[order[:int(np.argmax(estimate)) + 1]] = True
+    return keep
+
+
+def _orthonormal_range(factor, backend):
+    """An orthonormal basis (n x q, C-ordered) of the range of the n x r ``factor``, without the directions whose
+    singular value is below ``RANGE_CUTOFF`` times the largest: an eigen-decomposition of the Gram matrix R'R gives
+    the directions, then a QR factorisation makes the basis orthonormal to rounding."""
+    xp = backend.xp
+    values, vectors = np.linalg.eigh(backend.to_host(factor.T @ factor))
+    if not values.size or not values[-1] > 0.0:
+        return xp.zeros((factor.shape[0], 0))
+    keep = values > RANGE_CUTOFF ** 2 * values[-1]
+    scaled = factor @ xp.asarray(vectors[:, keep] / np.sqrt(values[keep]))
+    return xp.ascontiguousarray(xp.linalg.qr(scaled)[0])
 
 
 def _gershgorin_lower(matrix, backend) -> float:

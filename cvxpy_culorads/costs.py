@@ -6,10 +6,17 @@ assembly (its route's work entries, ``memory.interior_point_routes``) and its fa
 to 30. The low-rank phases' steps cost a fixed overhead plus work in n r; easy problems (MaxCut) need a few
 hundred, hard ones (truss, control, theta) thousands. The constants were fitted on the 2-core CPU VM on 2026-11-23
 (SDPLIB truss1-8, control1-3, hinf1-5, qap5-7, theta1-2, mcp124-1 to mcp500-1, gpp124-1, arch0; ``benchmarks/
-routes.py`` prints the estimates beside the measured times). On the GPU the low-rank step is launch-bound, about
-1 ms on the H100 (derived from the issue-17 runs, where SDPLIB's small problems took 3-16 s for their 5000 steps,
-not measured on its own); the interior-point method runs on the host below block order 64
-(``interior_point.DEVICE_MIN_ORDER``), and above it the CPU fit stands in, unmeasured on the GPU.
+routes.py`` prints the estimates beside the measured times). On the GPU the low-rank step is launch-bound:
+0.5-0.8 ms on the H100 up to n r ~ 1e6 (``benchmarks/devices.py``, results in ``benchmarks/results/devices``); the
+interior-point method runs on the host below block order 64 (``interior_point.DEVICE_MIN_ORDER``), and above it
+the CPU fit stands in, unmeasured on the GPU.
+
+``device="auto"`` compares one low-rank step on each device (:class:`DeviceCosts`): the same step count is
+expected on both, so the cheaper step wins. The CPU that matters there is a GPU machine's host, many cores with a
+fast BLAS, so its constants are fitted apart from the 2-core VM's: the H100 machine's 16-core host took 0.25 ms
+plus 2e-8 s per n r (MaxCut of n = 1e3 to 3e4, devices.py, 2026-11-23), which passes the GPU's 0.6 ms at
+n r ~ 2e4 (MaxCut with n ~ 1000): whole solves agreed (mcp500-1 0.47 s on the CPU, 0.54 s on the GPU; MaxCut
+n = 1000 1.5 s and 1.3 s; n = 3000 6.1 s and 2.6 s).
 """
 from __future__ import annotations
 
@@ -17,7 +24,7 @@ from dataclasses import dataclass
 
 from .memory import interior_point_routes
 
-__all__ = ["RouteCosts"]
+__all__ = ["DeviceCosts", "RouteCosts"]
 
 IPM_ITERATIONS = 15  # the median over the calibration set (8 to 29)
 IPM_SECONDS_PER_BLOCK = 7.5e-4  # per block and iteration
@@ -28,8 +35,10 @@ LOW_RANK_STEPS = 300  # what an easy problem (MaxCut) needs; hard ones need thou
 # an interior-point method expected to take no longer than this starts first whatever the other estimate: the
 # low-rank phases' step count is unknown in advance and ranges from 200 to 5000 on such problems
 IPM_CHEAP_SECONDS = 0.1
-LOW_RANK_STEP_SECONDS = {False: 2.5e-4, True: 1.0e-3}  # fixed cost of one step on the CPU / the GPU
+GPU_STEP_SECONDS = 6.0e-4  # one low-rank step on the H100, launch-bound
+LOW_RANK_STEP_SECONDS = {False: 2.5e-4, True: GPU_STEP_SECONDS}  # fixed cost of one step on the CPU / the GPU
 LOW_RANK_SECONDS_PER_ROW_RANK = 2.8e-7  # per n r and step (CPU)
+GPU_HOST_STEP_SECONDS, GPU_HOST_SECONDS_PER_ROW_RANK = 2.5e-4, 2.0e-8  # one step on a GPU machine's CPU
 # once the low-rank phases have run this many times the interior-point method's estimate, it takes over: at 1,
 # as in the ski-rental problem, the time never exceeds twice that of the better route (given the estimate)
 HANDOVER_FACTOR = 1.0
@@ -48,8 +57,8 @@ class RouteCosts:
         per_iteration = IPM_SECONDS_PER_SCHUR_CUBE * problem.m ** 3 + sum(
             IPM_SECONDS_PER_BLOCK + IPM_SECONDS_PER_CUBE * n ** 3 + IPM_SECONDS_PER_ROUTE_ENTRY * route
             for n, route in zip(problem.block_sizes, interior_point_routes(problem)))
-        row_rank = sum(n * r for n, r in zip(problem.block_sizes, ranks)) + problem.n_lp
-        step = LOW_RANK_STEP_SECONDS[on_gpu] + (0.0 if on_gpu else LOW_RANK_SECONDS_PER_ROW_RANK * row_rank)
+        per_row_rank = 0.0 if on_gpu else LOW_RANK_SECONDS_PER_ROW_RANK
+        step = LOW_RANK_STEP_SECONDS[on_gpu] + per_row_rank * _row_rank(problem, ranks)
         return cls(IPM_ITERATIONS * per_iteration, LOW_RANK_STEPS * step)
 
     @property
@@ -64,3 +73,31 @@ class RouteCosts:
     def describe(self) -> str:
         return (f"estimated {self.interior_point:.3g} s for the interior-point method, {self.low_rank:.3g} s for "
                 "the low-rank phases")
+
+
+def _row_rank(problem, ranks) -> int:
+    """n r summed over the PSD blocks, plus the nonnegative variables: the size of the factor."""
+    return sum(n * r for n, r in zip(problem.block_sizes, ranks)) + problem.n_lp
+
+
+@dataclass(frozen=True)
+class DeviceCosts:
+    """Estimated seconds of one low-rank step on a GPU machine's CPU and on its GPU."""
+
+    cpu_step: float
+    gpu_step: float
+
+    @classmethod
+    def of(cls, problem, ranks) -> DeviceCosts:
+        """The estimates for ``problem`` with the low-rank phases' initial ``ranks`` (one per PSD block)."""
+        return cls(GPU_HOST_STEP_SECONDS + GPU_HOST_SECONDS_PER_ROW_RANK * _row_rank(problem, ranks),
+                   GPU_STEP_SECONDS)
+
+    @property
+    def gpu_pays(self) -> bool:
+        return self.gpu_step < self.cpu_step
+
+    def describe(self) -> str:
+        device = "gpu" if self.gpu_pays else "cpu"
+        return (f"device='auto' chose the {device}: a low-rank step is estimated at {1e3 * self.cpu_step:.2g} ms on "
+                f"the CPU, {1e3 * self.gpu_step:.2g} ms on the GPU")

@@ -36,10 +36,10 @@ from threadpoolctl import ThreadpoolController
 
 from .admm import ADMMPhase
 from .alm import ALMPhase
-from .backend import select_backend
+from .backend import gpu_available, requested_device, select_backend
 from .bounds import DualBound, FixedDiagonals, TraceBounds
 from .certificates import Eigenpair, dual_infeasibility, farkas_violations, is_primal_ray, stationary_multipliers
-from .costs import RouteCosts
+from .costs import DeviceCosts, RouteCosts
 from .interior_point import InteriorPointPhase
 from .kernels import check_capabilities, kernels_for
 from .layout import BlockLayout, CompressedOperator
@@ -150,10 +150,11 @@ class _Run:
         self.deadline = self.start + settings.time_limit
         # measuring a point may run on past the deadline by the grace the time limit's promise leaves
         self.measure_deadline = self.deadline + FINAL_MEASURE_SHARE * settings.time_limit + FINAL_MEASURE_SECONDS
-        self.backend = select_backend(settings.device)
-        check_capabilities(kernels_for(self.backend), settings, self.backend.describe())
         layout = BlockLayout.of(problem)
         initial, self.max_ranks = block_ranks(layout, settings.rank, settings.rank_factor)
+        self.devices = DeviceCosts.of(problem, initial) if requested_device(settings.device) == "auto" else None
+        self.backend = select_backend(settings.device, gpu_pays=lambda: self.devices.gpu_pays)
+        check_capabilities(kernels_for(self.backend), settings, self.backend.describe())
         check_fits(problem, layout, max(initial + [1]), self.backend)
         self.op = CompressedOperator(problem, self.backend, rescale=settings.l2_rescaling, layout=layout)
         self.backend.synchronize()
@@ -190,6 +191,11 @@ class _Run:
 
     def elapsed(self) -> float:
         return time.perf_counter() - self.start
+
+    def device(self) -> str:
+        """The device, and why where ``device='auto'`` had a GPU to choose (``Result.device``)."""
+        chosen = self.devices is not None and gpu_available()
+        return self.backend.describe() + (f"; {self.devices.describe()}" if chosen else "")
 
     def initial_state(self) -> SolverState:
         """The low-rank phases' start: a random factor of the initial ranks, zero multipliers."""
@@ -298,8 +304,9 @@ class _Run:
         return [1.0 / (1.0 + self.norms.C_inf) if weight is None else weight / scale
                 for weight in self.trace_bounds.weights(dual)]
 
-    def evaluate(self, lam, primal_measures) -> _Evaluation:
-        """The measures of a factor (its ``primal_measures``) and the (unscaled) multipliers ``lam``."""
+    def evaluate(self, lam, R, primal_measures) -> _Evaluation:
+        """The measures of the factor ``R`` (its ``primal_measures``) and the (unscaled) multipliers ``lam``; the
+        slack's eigenvalue problems are deflated against R's range, where its null space lies near an optimum."""
         op, norms = self.op, self.norms
         residual, worst_violation, primal = primal_measures
         dual = float(op.b @ lam)
@@ -308,7 +315,8 @@ class _Run:
         # (a block of zero weight, e.g. fixed to trace 0, needs no accuracy at all)
         accuracy = [0.1 * self.settings.tol / weight if weight > 0 else math.inf for weight in weights]
         dinf, pairs, lp_slacks = dual_infeasibility(op, lam, norms, accuracy, seed=self.settings.seed,
-                                                    guesses=self._eigenvectors, deadline=self.measure_deadline)
+                                                    guesses=self._eigenvectors, deadline=self.measure_deadline,
+                                                    factor=R)
         self._eigenvectors = [pair.vector for pair in pairs]  # the next evaluation's slack is a nearby one
         thetas = [max(0.0, -pair.lower) for pair in pairs]
         sigmas = np.maximum(-lp_slacks, 0.0)
@@ -348,7 +356,7 @@ def solve(problem, settings: Settings | None = None, **options) -> Result:
 
 def _solve(run: _Run) -> Result:
     settings, problem = run.settings, run.problem
-    run.say(f"cvxpy_culorads: {problem!r} on {run.backend.describe()}; initial ranks {run.state.ranks}; "
+    run.say(f"cvxpy_culorads: {problem!r} on {run.device()}; initial ranks {run.state.ranks}; "
             f"{_route(run)}")
     run.say(f"{'phase':>5} {'iter':>7} {'primal obj':>15} {'dual obj':>15} {'pinf':>9} {'gap':>9} "
             f"{'rho':>9} {'rank':>5} {'time':>9}")
@@ -495,11 +503,11 @@ class _Snapshot:
                 run.fixed_diagonals.project(R, xp)
             lam, measures = st.lam / st.c_scale, run.primal_measures(R)
             run.note_size(R, lam)
-            evaluation = run.evaluate(lam, measures)
+            evaluation = run.evaluate(lam, R, measures)
             stationary_pays = evaluation.dual_measure > run.settings.tol and math.isfinite(evaluation.worst)
             if stationary_pays and time.perf_counter() < run.deadline:
                 refined = stationary_multipliers(run.op, R, lam, deadline=run.measure_deadline)
-                candidate = run.evaluate(refined, measures)
+                candidate = run.evaluate(refined, R, measures)
                 if candidate.worst < evaluation.worst:
                     evaluation, st.lam = candidate, refined * st.c_scale
         run.say("      " + ", ".join(f"{name} {value:.2e}" for name, value in evaluation.criteria.items()))
@@ -629,7 +637,7 @@ def _result(run: _Run, best: _Snapshot, stop_status: Status | None, evidence: st
                     solve_time=run.elapsed(), setup_time=run.setup_time, stage_times=dict(run.stage_times),
                     peak_device_bytes=max(run.peak_device_bytes, backend.pool_bytes()),
                     min_eigenvalues=tuple(pair.value for pair in evaluation.eigenpairs),
-                    device=backend.describe(), message=message, route=_route(run), log=tuple(run.log or ()))
+                    device=run.device(), message=message, route=_route(run), log=tuple(run.log or ()))
     run.say(result.summary())
     return result
 

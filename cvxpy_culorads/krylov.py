@@ -64,9 +64,17 @@ GUESS_NOISE = 1.0
 
 
 def lanczos_smallest(matrix, n: int, backend, accuracy: float, seed: int, guess=None, steps: int = 60,
-                     cycles: int = 40, deadline: float = math.inf) -> tuple:
+                     cycles: int = 40, deadline: float = math.inf, deflate=None, enough: float = math.inf,
+                     give_up_between: tuple[float, float] = (math.inf, math.inf)) -> tuple:
     """(smallest Ritz value, its Ritz vector, the Ritz residual) of a symmetric sparse ``matrix`` by
     thick-restarted Lanczos, from ``guess`` plus an equal random part when given, else from a random vector.
+
+    With ``deflate``, an n x q array with orthonormal columns Q, it solves the same problem for the matrix
+    restricted to the orthogonal complement of range(Q), P S P with P = I - Q Q': every basis vector is kept
+    orthogonal to Q. It also stops once the Ritz value minus its residual is at least ``enough`` (a lower
+    estimate that already serves the caller), and, unconverged, once a cycle ends with the Ritz value inside
+    ``give_up_between`` = (low, high) (as the Ritz value only falls, a caller who needs it at least ``high`` or
+    below ``low`` knows then that waiting is unlikely to pay).
 
     Each cycle extends an orthonormal basis to ``steps`` vectors (full reorthogonalisation, so no spurious
     copies) and records the projection of the matrix column by column (the Gram-Schmidt coefficients), then
@@ -80,11 +88,19 @@ def lanczos_smallest(matrix, n: int, backend, accuracy: float, seed: int, guess=
     breakdown (beta ~ 0) is found then, and the steps after it are discarded.
     """
     xp, kernels = backend.xp, kernels_for(backend)
-    steps = min(steps, n - 1, affordable_lanczos_steps(backend, n)) if n > 1 else 1
-    v = xp.asarray(np.random.default_rng(seed).standard_normal(n))
+    dimension = n - (0 if deflate is None else deflate.shape[1])
+    steps = min(steps, dimension - 1, affordable_lanczos_steps(backend, n)) if dimension > 1 else 1
+
+    def complement(w):
+        if deflate is not None:
+            w -= deflate @ (deflate.T @ w)
+        return w
+
+    v = complement(xp.asarray(np.random.default_rng(seed).standard_normal(n)))
     v /= xp.linalg.norm(v)
     if guess is not None and bool(xp.isfinite(guess).all()) and float(xp.linalg.norm(guess)) > 0.0:
         v = guess / xp.linalg.norm(guess) + GUESS_NOISE * v
+        v = complement(complement(v))
         v /= xp.linalg.norm(v)
     basis = xp.empty((steps + 1, n))
     basis[0] = v
@@ -96,10 +112,10 @@ def lanczos_smallest(matrix, n: int, backend, accuracy: float, seed: int, guess=
             projection[np.arange(kept), np.arange(kept)] = xp.asarray(ritz_values[:kept])
         last = steps  # the steps of this cycle that ran: fewer when the deadline cut it short
         for j in range(kept, steps):
-            w = kernels.csr_matmul(matrix, basis[j])  # on the GPU no cuSPARSE set-up per product
+            w = complement(kernels.csr_matmul(matrix, basis[j]))  # on the GPU no cuSPARSE set-up per product
             first = basis[:j + 1] @ w
             w -= basis[:j + 1].T @ first
-            second = basis[:j + 1] @ w  # twice is enough (Kahan-Parlett)
+            second = basis[:j + 1] @ complement(w)  # twice is enough (Kahan-Parlett)
             w -= basis[:j + 1].T @ second
             projection[:j + 1, j] = first + second
             projection[j + 1, j] = xp.linalg.norm(w)
@@ -116,7 +132,9 @@ def lanczos_smallest(matrix, n: int, backend, accuracy: float, seed: int, guess=
         values, vectors = scipy.linalg.eigh(upper + np.triu(upper, 1).T)
         theta = float(values[0])
         residual = 0.0 if small.size else abs(projection[size, size - 1] * vectors[size - 1, 0])  # 0: invariant
-        if residual <= accuracy or small.size or last < steps or time.perf_counter() >= deadline:
+        hopeless = give_up_between[0] <= theta < give_up_between[1]
+        done = residual <= accuracy or theta - residual >= enough or hopeless or small.size or last < steps
+        if done or time.perf_counter() >= deadline:
             v = xp.asarray(vectors[:, 0]) @ basis[:size]
             break
         kept = max(1, min(steps // KEPT_RITZ_SHARE, size - 1))

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["check_fits", "estimate_device_bytes", "widening_fits", "affordable_lanczos_steps", "route_entries",
-           "interior_point_routes", "interior_point_work_bytes", "interior_point_fits"]
+__all__ = ["check_fits", "estimate_device_bytes", "widening_fits", "affordable_lanczos_steps", "deflation_fits",
+           "route_entries", "interior_point_routes", "interior_point_work_bytes", "interior_point_fits"]
 
 # n_rows x r arrays held at once in the phases, counting CuPy's pool: factor, gradient, step, L-BFGS pairs, C R,
 # C D (phase I); U, V, CG vectors (phase II); measured at n = 1e8, rank 5: 13 (with the operator 58 GiB)
@@ -65,8 +65,7 @@ def check_fits(problem, layout, rank: int, backend) -> None:
 # than MIN_LANCZOS_STEPS vectors (more restarts, same answer).
 LANCZOS_MEMORY_SHARE, MIN_LANCZOS_STEPS = 0.5, 20
 KEPT_RITZ_SHARE = 3  # a restart keeps steps // 3 Ritz vectors
-
-
+DEFLATION_ARRAYS = 3  # a deflated eigenvalue problem's n x q arrays: the orthonormal range, S Q and a product
 
 
 def affordable_lanczos_steps(backend, n: int) -> int:
@@ -74,6 +73,13 @@ def affordable_lanczos_steps(backend, n: int) -> int:
     free = backend.free_memory()
     per_step = 8 * n * (1 + 1 / KEPT_RITZ_SHARE)
     return n if free is None else max(MIN_LANCZOS_STEPS, int(LANCZOS_MEMORY_SHARE * free / per_step))
+
+
+def deflation_fits(backend, n: int, q: int) -> bool:
+    """Whether the n x q arrays of an eigenvalue problem deflated against a q-dimensional range fit in half the
+    free device memory (the Lanczos basis takes what is left; always on the CPU)."""
+    free = backend.free_memory()
+    return free is None or DEFLATION_ARRAYS * 8 * n * q <= LANCZOS_MEMORY_SHARE * free
 
 
 # Sizes up to which the interior-point method's dense work is cheap enough to be worth trying

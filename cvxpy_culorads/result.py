@@ -112,6 +112,8 @@ class Result:
       ``solve_time - setup_time`` is the driver's own work (snapshots, rank changes).
     - ``peak_device_bytes``: the most device memory CuPy's pool held during the solve (0 on the CPU); it
       includes arrays of the caller's that were in the pool already.
+    - ``device``: the device that solved it, and with ``device="auto"`` on a machine with a GPU, why
+      (``costs.DeviceCosts``).
     - ``route``: which method started (the interior-point method or the low-rank phases) and why: the estimated
       cost of each (``costs.py``), or why only the low-rank phases could run.
     - ``log``: the iteration log (``state.Progress`` rows), kept only with ``Settings.keep_log`` (a long solve

@@ -117,7 +117,8 @@ class Settings:
 
     **Main settings:**
 
-    - ``device``: ``"auto"`` (GPU when CuPy sees one, else CPU; the environment variable
+    - ``device``: ``"auto"`` (the GPU when CuPy sees one and the problem is large enough for it to pay: a
+      low-rank step is estimated on each device, ``costs.DeviceCosts``; else the CPU; the environment variable
       ``CULORADS_DEVICE`` overrides auto), ``"cpu"`` or ``"gpu"``.
     - ``tol``: tolerance on the measures that decide OPTIMAL (``criterion``), 0 < tol < 1.
     - ``reduced_tol``: a point whose criteria miss ``tol`` but are all within ``reduced_tol`` is INACCURATE (an

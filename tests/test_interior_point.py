@@ -173,3 +173,49 @@ def test_the_route_setting_chooses_the_start(route, first):
     assert result.route.startswith(f"{first} (route={route!r})")
     assert result.status is Status.OPTIMAL
     assert result.primal_objective == pytest.approx(clarabel_value(problem), rel=1e-4, abs=1e-6)
+
+
+def _pretend_a_gpu(monkeypatch) -> list:
+    """Make ``device='auto'`` see a GPU on this machine; the returned list records each backend it builds."""
+    import cvxpy_culorads.backend as backend_module
+    monkeypatch.setattr(backend_module, "_gpu_probe", lambda: (True, ""))
+    monkeypatch.setattr("cvxpy_culorads.driver.gpu_available", lambda: True)
+    monkeypatch.delenv("CULORADS_DEVICE", raising=False)
+    built = []
+    real = backend_module.select_backend
+
+    def recording(device="auto", gpu_pays=None):
+        requested = backend_module.requested_device(device)
+        gpu = requested == "gpu" or (requested == "auto" and (gpu_pays is None or gpu_pays()))
+        built.append("gpu" if gpu else "cpu")
+        return real("cpu")  # no CuPy here: the CPU stands in for the GPU
+
+    monkeypatch.setattr("cvxpy_culorads.driver.select_backend", recording)
+    return built
+
+
+def test_auto_device_takes_the_cpu_for_small_problems_and_the_gpu_for_large(monkeypatch):
+    from cvxpy_culorads.costs import DeviceCosts
+    from cvxpy_culorads.layout import BlockLayout
+    from cvxpy_culorads.state import block_ranks
+    built = _pretend_a_gpu(monkeypatch)
+    small = solve(_maxcut_of_order(60))
+    assert built == ["cpu"] and small.status is Status.OPTIMAL
+    assert small.device.startswith("cpu") and "device='auto' chose the cpu" in small.device
+    # a graph of n = 1e5 (MaxCut, ranks as the solver starts them) is a GPU problem; its step estimates say why
+    import scipy.sparse as sp
+
+    from cvxpy_culorads.models import maxcut_problem
+    n, rng = 100000, np.random.default_rng(3)
+    edges = sp.coo_matrix((np.ones(4 * n), (rng.integers(0, n, 4 * n), rng.integers(0, n, 4 * n))), shape=(n, n))
+    large = maxcut_problem(edges + edges.T)
+    ranks = block_ranks(BlockLayout.of(large), None, 2.0)[0]
+    costs = DeviceCosts.of(large, ranks)
+    assert costs.gpu_pays and costs.cpu_step > 2 * costs.gpu_step
+    assert not DeviceCosts.of(_maxcut_of_order(60), ranks=[8]).gpu_pays
+    # an explicit device is obeyed, whatever the estimate
+    solve(_maxcut_of_order(60), device="gpu")
+    assert built[-1] == "gpu"
+    monkeypatch.setenv("CULORADS_DEVICE", "gpu")
+    result = solve(_maxcut_of_order(60))
+    assert built[-1] == "gpu" and "device='auto'" not in result.device
