@@ -10,7 +10,9 @@ the LoRADS code, ||v||_1 = sum of absolute entries, over all entries of the full
 
 Dual infeasibility needs lambda_min of every S_k: small blocks are made dense and solved in batches
 by ``eigh``; large ones run the thick-restarted Lanczos iteration of ``krylov.py`` on the device, without a
-host copy of the matrix. The first two errors' norms and the gap live in ``measures.py``.
+host copy of the matrix. Blocks of a few hundred rows, given the primal factor, first try Lanczos deflated
+against the factor's near-invariant Ritz vectors, with a rigorous bound for what the deflation leaves out.
+The first two errors' norms and the gap live in ``measures.py``.
 """
 from __future__ import annotations
 
@@ -92,8 +94,8 @@ def smallest_eigenpairs(matrix, layout, backend, accuracy, seed: int = 0, guesse
     ``accuracy``: the Ritz residual at which the iterative solver stops (one number, or one per block);
     ``guesses``: an optional start vector (or None) per block for the iterative solver; ``deadline``: when the
     iterative solver stops whatever its residual; ``subspaces``: per block an n_k x r_k array (or None) whose
-    range holds eigenvectors of the smallest eigenvalues, which the iterative solver then deflates
-    (:func:`_deflated_eigenpair`).
+    range holds eigenvectors of the smallest eigenvalues: blocks of the orders ``DEFLATION_MIN_ORDER`` to
+    ``DENSE_LIMIT`` try a Lanczos run deflated against it (:func:`_deflated_eigenpair`) before a dense ``eigh``.
 
     A Ritz residual bounds the distance to *some* eigenvalue; only a converged run makes that one the smallest
     (with the random part of the start, ``krylov.GUESS_NOISE``). Where Lanczos stopped unconverged (its cycles or
@@ -106,7 +108,7 @@ def smallest_eigenpairs(matrix, layout, backend, accuracy, seed: int = 0, guesse
         guess = guesses[k] if guesses is not None else None
         subspace = subspaces[k] if subspaces is not None else None
         pair = None
-        if subspace is not None and n > DEFLATION_MIN_ORDER:
+        if subspace is not None and DEFLATION_MIN_ORDER < n <= DENSE_LIMIT:
             pair = _deflated_eigenpair(_block(matrix, layout, k), subspace, backend, float(accuracies[k]), seed,
                                        guess, deadline)
         if pair is not None:
@@ -131,8 +133,10 @@ def smallest_eigenpairs(matrix, layout, backend, accuracy, seed: int = 0, guesse
 
 
 DENSE_ROUNDING = 10.0  # safety factor on n eps ||S||_2 for the eigenvalues of a dense decomposition
-# Blocks above this order are deflated against the primal factor's range when one is given (on the H100 a dense
-# eigh of order 800 takes 85 ms, a deflated Lanczos run a few); the range must leave most of the block outside it.
+# Blocks of orders between these that would get a dense eigh are deflated against the primal factor's range
+# first (on the 2-core CPU, G1's 800 x 800 eigh takes 60 ms, a deflated Lanczos run 15); larger blocks are not:
+# there a plain Lanczos run is cheap next to a failed deflated one, and the bound it allows to lose (below) cost
+# G67 and G81 thousands of extra steps on the H100 (2026-11-23). The range must leave most of the block outside.
 DEFLATION_MIN_ORDER, DEFLATION_MAX_SHARE = 200, 0.5
 # the accuracy the callers ask for is a tenth of what their measure resolves (``driver._Run.evaluate``)
 DEFLATION_LOSS = 5.0
