@@ -185,7 +185,7 @@ def _deflated_eigenpair(block, factor, backend, accuracy: float, seed: int, gues
     # the complement's lower estimate c that makes the 2 x 2 bound >= t = min(a, 0) - loss: (a - t)(c - t) >= e^2
     loss = DEFLATION_LOSS * accuracy
     target = min(inside, 0.0) - loss
-    enough = target + coupling ** 2 / (inside - target)
+    enough = target + coupling ** 2 / max(inside - target, np.finfo(float).tiny)  # accuracy 0: no loss allowed
     # a Ritz value below -10 accuracy already fails the caller's test: a bound within twice it serves as well;
     # unless H's does, a complement's Ritz value between that and ``enough`` can serve neither way
     failing = -10.0 * accuracy
