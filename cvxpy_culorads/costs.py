@@ -7,7 +7,7 @@ to 30. The low-rank phases' steps cost a fixed overhead plus work in n r; easy p
 hundred, hard ones (truss, control, theta) thousands. The constants were fitted on the 2-core CPU VM on 2026-11-23
 (SDPLIB truss1-8, control1-3, hinf1-5, qap5-7, theta1-2, mcp124-1 to mcp500-1, gpp124-1, arch0; ``benchmarks/
 routes.py`` prints the estimates beside the measured times). On the GPU the low-rank step is launch-bound:
-0.5-0.8 ms on the H100 up to n r ~ 1e6 (``benchmarks/devices.py``, results in ``benchmarks/results/devices``); the
+0.6-0.9 ms on the H100 for MaxCut up to n = 3e4 (``benchmarks/devices.py``, ``benchmarks/results/devices``); the
 interior-point method runs on the host below block order 64 (``interior_point.DEVICE_MIN_ORDER``), and above it
 the CPU fit stands in, unmeasured on the GPU.
 
@@ -15,8 +15,8 @@ the CPU fit stands in, unmeasured on the GPU.
 expected on both, so the cheaper step wins. The CPU that matters there is a GPU machine's host, many cores with a
 fast BLAS, so its constants are fitted apart from the 2-core VM's: the H100 machine's 16-core host took 0.25 ms
 plus 2e-8 s per n r (MaxCut of n = 1e3 to 3e4, devices.py, 2026-11-23), which passes the GPU's 0.6 ms at
-n r ~ 2e4 (MaxCut with n ~ 1000): whole solves agreed (mcp500-1 0.47 s on the CPU, 0.54 s on the GPU; MaxCut
-n = 1000 1.5 s and 1.3 s; n = 3000 6.1 s and 2.6 s).
+n r ~ 2e4 (MaxCut with n ~ 1000): whole solves agreed (mcp500-1 0.68 s on the CPU, 1.12 s on the GPU; MaxCut
+n = 1000 0.59 s and 0.84 s; n = 3000 6.1 s and 2.5 s).
 """
 from __future__ import annotations
 

@@ -306,7 +306,8 @@ class _Run:
 
     def evaluate(self, lam, R, primal_measures) -> _Evaluation:
         """The measures of the factor ``R`` (its ``primal_measures``) and the (unscaled) multipliers ``lam``; the
-        slack's eigenvalue problems are deflated against R's range, where its null space lies near an optimum."""
+        slack's eigenvalue problems of small blocks are first deflated against R's range, which holds its null space
+        near an optimum (``certificates.smallest_eigenpairs``)."""
         op, norms = self.op, self.norms
         residual, worst_violation, primal = primal_measures
         dual = float(op.b @ lam)
