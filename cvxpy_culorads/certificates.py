@@ -35,8 +35,9 @@ DENSE_LIMIT = 1000  # blocks up to this order get a dense eigen-decomposition
 
 class Eigenpair(NamedTuple):
     """The smallest eigenvalue of a block as found (a Ritz value), its unit vector (a device array), and the
-    residual ||S v - value v|| (for a dense decomposition, a bound on its rounding error): some eigenvalue lies
-    within ``residual`` of ``value``, so ``lower`` = value - residual is the lower estimate a certificate uses."""
+    residual ||S v - value v|| (for a dense decomposition, a bound on its rounding error; for a deflated solve,
+    value less the bound of :func:`_deflated_eigenpair`): some eigenvalue lies within ``residual`` of ``value``, so
+    ``lower`` = value - residual is the lower estimate a certificate uses."""
 
     value: float
     vector: object
