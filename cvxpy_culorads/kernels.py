@@ -63,6 +63,7 @@ class Kernels(Protocol):
     def scale_add(self, x, a, y, b): ...
     def cg_step(self, x, r, p, Ap, rr, pAp) -> None: ...
     def cg_direction(self, p, r, rr_new, rr) -> None: ...
+    def lanczos_extend(self, basis, j, w, projection, complement) -> None: ...
 
 
 class CpuKernels:
@@ -189,6 +190,22 @@ class CpuKernels:
         """p = (rr_new / rr) p + r in place (p = r when rr = 0)."""
         p *= rr_new / rr if rr > 0.0 else 0.0
         p += r
+
+    @staticmethod
+    def lanczos_extend(basis, j, w, projection, complement):
+        """One Lanczos step past w = S basis[j] (changed in place): two passes of classical Gram-Schmidt against
+        basis[:j + 1], the second after ``complement(w)`` (twice is enough: Kahan-Parlett); their coefficients go
+        to projection[:j + 1, j], the norm of what is left to projection[j + 1, j] and the normalised rest to
+        basis[j + 1] (inf or NaN past a breakdown, which the caller finds in the norm)."""
+        V = basis[:j + 1]
+        first = V @ w
+        w -= V.T @ first
+        second = V @ complement(w)
+        w -= V.T @ second
+        projection[:j + 1, j] = first + second
+        projection[j + 1, j] = np.linalg.norm(w)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            np.divide(w, projection[j + 1, j], out=basis[j + 1])
 
 
 def kernels_for(backend) -> Kernels:

@@ -105,6 +105,30 @@ def test_lanczos_out_of_cycles_returns_a_consistent_ritz_pair(device, cycles):
     assert residual == pytest.approx(np.linalg.norm(matrix @ v - value * v), rel=1e-6, abs=1e-12)
 
 
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_lanczos_stops_once_its_ritz_value_fails_the_callers_test(device):
+    # the Ritz value only falls towards lambda_min: below the caller's threshold it decides the test (fails) long
+    # before the residual reaches the accuracy, and the value is known to within DECIDED_RESIDUAL_SHARE of itself
+    from cvxpy_culorads.krylov import DECIDED_RESIDUAL_SHARE, lanczos_smallest
+    n = 600
+    rng = np.random.default_rng(8)
+    M = sp.random(n, n, density=4.0 / n, random_state=rng)
+    matrix = (M + M.T).tocsr()
+    smallest = np.linalg.eigvalsh(matrix.toarray())[0]
+    backend = select_backend(device)
+    options = dict(accuracy=1e-12, seed=0, steps=20, cycles=200)
+    value, vector, residual = lanczos_smallest(backend.csr(matrix), n, backend, **options,
+                                               fails_below=0.5 * smallest)
+    assert smallest - 1e-10 <= value < 0.5 * smallest
+    assert 1e-12 < residual <= DECIDED_RESIDUAL_SHARE * abs(value)
+    v = backend.to_host(vector)
+    assert residual == pytest.approx(np.linalg.norm(matrix @ v - value * v), rel=1e-6)
+    # a threshold the Ritz value never passes leaves the run to its accuracy
+    converged, _, converged_residual = lanczos_smallest(backend.csr(matrix), n, backend, **options,
+                                                        fails_below=smallest - 1.0)
+    assert converged_residual <= 1e-12 and converged == pytest.approx(smallest, abs=1e-10)
+
 def _planted_cluster(n: int, cluster: int, seed: int):
     """A symmetric matrix with ``cluster`` eigenvalues within 1e-6 of zero (one of them -1e-6) and the rest in
     [0.05, 3], with its eigenvectors."""

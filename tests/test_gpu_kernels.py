@@ -318,3 +318,36 @@ def test_elementwise_updates_are_bitwise_the_numpy_formulas():
     CpuKernels.cg_direction(p, r, rr_new, rr)
     for got, ref in ((gx, x), (gr, r), (gp, p)):
         assert np.array_equal(cp.asnumpy(got), ref)
+
+
+@pytest.mark.parametrize("deflated", [False, True])
+def test_lanczos_extend_matches_the_numpy_step(deflated):
+    rng = np.random.default_rng(4)
+    n, steps, q = 700, 12, 3
+    basis = np.full((steps + 1, n), np.nan)
+    Q = np.linalg.qr(rng.standard_normal((n, q)))[0]
+    start = rng.standard_normal(n)
+    basis[0] = (start - Q @ (Q.T @ start)) if deflated else start
+    basis[0] /= np.linalg.norm(basis[0])
+    matrix = rng.standard_normal((n, n))
+    matrix += matrix.T
+
+    def projector(Qx):
+        def complement(w):
+            if deflated:
+                w -= Qx @ (Qx.T @ w)
+            return w
+        return complement
+
+    cpu_complement, gpu_complement = projector(Q), projector(cp.asarray(Q))
+    projection, g_basis, g_projection = np.zeros((steps + 1, steps)), cp.asarray(basis), cp.zeros((steps + 1, steps))
+    for j in range(steps):
+        CpuKernels.lanczos_extend(basis, j, cpu_complement(matrix @ basis[j]), projection, cpu_complement)
+        GpuKernels.lanczos_extend(g_basis, j, gpu_complement(cp.asarray(matrix) @ g_basis[j]), g_projection,
+                                  gpu_complement)
+    assert _rel(cp.asnumpy(g_projection), projection) <= 1e-11
+    assert _rel(cp.asnumpy(g_basis), basis) <= 1e-11
+    # the basis is orthonormal (and orthogonal to Q when deflated): the step is a Lanczos step, not just a twin
+    assert np.abs(basis @ basis.T - np.eye(steps + 1)).max() <= 1e-12
+    if deflated:
+        assert np.abs(basis @ Q).max() <= 1e-12
