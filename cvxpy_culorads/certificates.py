@@ -49,18 +49,18 @@ class Eigenpair(NamedTuple):
 
 
 def dual_infeasibility(op, lam, norms: ProblemNorms, accuracy, seed: int = 0, guesses=None, deadline: float = math.inf,
-                       factor=None, targets=None) -> tuple[float, list[Eigenpair], np.ndarray]:
+                       factor=None, failing=None) -> tuple[float, list[Eigenpair], np.ndarray]:
     """(dual infeasibility, an :class:`Eigenpair` per PSD block, the nonnegative variables' slacks c_lp - A_lp'lambda)
     of the multipliers ``lam``; Lanczos stops once its Ritz residual is below ``accuracy`` (one number, or one per
     block); ``guesses`` are start vectors per block (the eigenvectors of a nearby slack, e.g. of the previous
     evaluation), or None; Lanczos also stops at ``deadline`` (a ``time.perf_counter`` value). ``factor``: the
     factor R of the primal point, whose blocks' ranges the eigenvalue problems are deflated against, or None;
-    ``targets``: see :func:`smallest_eigenpairs`."""
+    ``failing``: see :func:`smallest_eigenpairs`."""
     slack = op.slack_matrix(lam)
     layout = op.layout
     subspaces = None if factor is None else [factor[start:start + n] for start, n in zip(layout.offsets, layout.sizes)]
     pairs = smallest_eigenpairs(slack, layout, op.backend, accuracy=accuracy, seed=seed, guesses=guesses,
-                                deadline=deadline, subspaces=subspaces, targets=targets)
+                                deadline=deadline, subspaces=subspaces, failing=failing)
     lp = _lp_slacks(slack, op.layout, op.backend)
     violation = sum(max(0.0, -pair.value) for pair in pairs) + float(np.maximum(-lp, 0.0).sum())
     return violation / (1.0 + norms.C_1), pairs, lp
@@ -92,16 +92,17 @@ def _lp_slacks(slack, layout, backend) -> np.ndarray:
 
 
 def smallest_eigenpairs(matrix, layout, backend, accuracy, seed: int = 0, guesses=None,
-                        deadline: float = math.inf, subspaces=None, targets=None) -> list[Eigenpair]:
+                        deadline: float = math.inf, subspaces=None, failing=None) -> list[Eigenpair]:
     """The :class:`Eigenpair` of the smallest eigenvalue of each PSD block of the block-diagonal ``matrix``;
     ``accuracy``: the Ritz residual at which the iterative solver stops (one number, or one per block);
     ``guesses``: an optional start vector (or None) per block for the iterative solver; ``deadline``: when the
     iterative solver stops whatever its residual; ``subspaces``: per block an n_k x r_k array (or None) whose
     range holds eigenvectors of the smallest eigenvalues: blocks of the orders ``DEFLATION_MIN_ORDER`` to
     ``DENSE_LIMIT`` try a Lanczos run deflated against it (:func:`_deflated_eigenpair`) before a dense ``eigh``;
-    ``targets``: per block a pair (enough, fails_below) or None: a plain Lanczos run stops, before its residual
-    is down to ``accuracy``, as soon as its lower estimate reaches ``enough`` (it serves the caller's test), or its
-    Ritz value, an upper estimate, is below ``fails_below`` (the test fails whatever the exact value).
+    ``failing``: per block the value below which lambda_min fails the caller's test, or None: a plain Lanczos run
+    stops, before its residual is down to ``accuracy``, once its Ritz value (an upper estimate) is below it with
+    a residual of at most ``krylov.DECIDED_RESIDUAL_SHARE`` times its size. (A lower estimate that already
+    serves is no reason to stop: with a large residual the Krylov space may not yet have seen lambda_min.)
 
     A Ritz residual bounds the distance to *some* eigenvalue; only a converged run makes that one the smallest
     (with the random part of the start, ``krylov.GUESS_NOISE``). A run whose cycles ran out has still built a
@@ -126,9 +127,9 @@ def smallest_eigenpairs(matrix, layout, backend, accuracy, seed: int = 0, guesse
             by_size.setdefault(n, []).append(k)
         else:
             block = _block(matrix, layout, k)
-            enough, fails_below = (math.inf, -math.inf) if targets is None else targets[k]
+            fails_below = -math.inf if failing is None else failing[k]
             value, vector, residual = lanczos_smallest(block, n, backend, float(accuracies[k]), seed, guess,
-                                                       deadline=deadline, enough=enough, fails_below=fails_below)
+                                                       deadline=deadline, fails_below=fails_below)
             if residual > accuracies[k] and time.perf_counter() >= deadline:
                 residual = max(residual, value - _gershgorin_lower(block, backend))
             result[k] = Eigenpair(value, vector, residual)

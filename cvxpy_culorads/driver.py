@@ -68,9 +68,6 @@ INTERRUPT_MEASURE_SECONDS = 1.0  # what measuring the point costs after Ctrl-C w
 # the multipliers' direction is evidence of infeasibility when every feasible point would have to be this many
 # times larger than the largest the method reached
 INFEASIBLE_SIZE_FACTOR = 1e6
-# an eigensolver stops once its lower estimate keeps its block within this share of its part of tol: the rest
-# covers what the estimate leaves out of the final test (the bound's own normalisation, the small blocks)
-TARGET_SHARE = 0.9
 
 
 class _Handover(Exception):
@@ -307,17 +304,14 @@ class _Run:
         return [1.0 / (1.0 + self.norms.C_inf) if weight is None else weight / scale
                 for weight in self.trace_bounds.weights(dual)]
 
-    def eigenvalue_targets(self, primal: float, dual: float, weights: list[float]) -> list[tuple[float, float]]:
-        """Per PSD block, (enough, fails_below) for its eigensolver (``certificates.smallest_eigenpairs``): what is
-        left of tol for the dual measure (less the gap where the certified gap contains it), as a lower estimate
-        of lambda_min. A block alone beyond it fails the test; one within ``TARGET_SHARE`` of its even share of it
-        passes, so the eigensolver need not reach its accuracy to decide."""
+    def failing_eigenvalues(self, primal: float, dual: float, weights: list[float]) -> list[float]:
+        """Per PSD block, the value below which lambda_min fails the test on its own: all that tol leaves the dual
+        measure (less the gap where the certified gap contains it) spent on this block. Its eigensolver may stop
+        once its Ritz value, an upper estimate, is below it (``certificates.smallest_eigenpairs``)."""
         tol = self.settings.tol
         bounded = all(weight is not None for weight in self.trace_bounds.weights(dual))
-        gap_included = self.settings.criterion == "certified" and bounded
-        budget = tol - relative_gap(primal, dual) if gap_included else tol
-        share = TARGET_SHARE * budget / max(1, sum(weight > 0 for weight in weights))
-        return [(-share / weight, -budget / weight) if weight > 0 else (math.inf, -math.inf) for weight in weights]
+        budget = tol - relative_gap(primal, dual) if self.settings.criterion == "certified" and bounded else tol
+        return [-budget / weight if weight > 0 else -math.inf for weight in weights]
 
     def evaluate(self, lam, R, primal_measures) -> _Evaluation:
         """The measures of the factor ``R`` (its ``primal_measures``) and the (unscaled) multipliers ``lam``; the
@@ -332,7 +326,7 @@ class _Run:
         accuracy = [0.1 * self.settings.tol / weight if weight > 0 else math.inf for weight in weights]
         dinf, pairs, lp_slacks = dual_infeasibility(op, lam, norms, accuracy, seed=self.settings.seed,
                                                     guesses=self._eigenvectors, deadline=self.measure_deadline,
-                                                    factor=R, targets=self.eigenvalue_targets(primal, dual, weights))
+                                                    factor=R, failing=self.failing_eigenvalues(primal, dual, weights))
         self._eigenvectors = [pair.vector for pair in pairs]  # the next evaluation's slack is a nearby one
         thetas = [max(0.0, -pair.lower) for pair in pairs]
         sigmas = np.maximum(-lp_slacks, 0.0)
