@@ -64,7 +64,7 @@ GUESS_NOISE = 1.0
 # A run stopped below ``fails_below`` reports a lower estimate within three times its Ritz value: enough to rank
 # failing points and to judge whether polishing still pays. Where the slack's spectrum is dense near zero, as at
 # a MaxCut optimum, the value converges much sooner than the residual: G67's failing evaluations ran 2400 products
-# to reach their accuracy where 300 gave the value to 15 % (2026-11-23).
+# to reach their accuracy where 300 to 800 gave the value to 15 % (2026-11-23).
 DECIDED_RESIDUAL_SHARE = 2.0
 
 
@@ -122,8 +122,7 @@ def lanczos_smallest(matrix, n: int, backend, accuracy: float, seed: int, guess=
             w = complement(kernels.csr_matmul(matrix, basis[j]))  # on the GPU no cuSPARSE set-up per product
             kernels.lanczos_extend(basis, j, w, projection, complement)
             # one cycle of n = 3e5 takes 1.5 s on a CPU. The host's clock, unsynchronised: on the GPU the host runs
-            # at most this cycle's launches ahead, and a synchronisation per step made every step a round trip
-            # (0.44 ms per step at n = 1e4 on the H100, 2026-11-23)
+            # at most this cycle's launches ahead, and a synchronisation would make it wait for every step
             if j + 1 < steps and time.perf_counter() >= deadline:
                 last = j + 1
                 break
