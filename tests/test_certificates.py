@@ -105,7 +105,6 @@ def test_lanczos_out_of_cycles_returns_a_consistent_ritz_pair(device, cycles):
     assert residual == pytest.approx(np.linalg.norm(matrix @ v - value * v), rel=1e-6, abs=1e-12)
 
 
-
 @pytest.mark.parametrize("device", DEVICES)
 def test_lanczos_stops_once_its_ritz_value_fails_the_callers_test(device):
     # the Ritz value only falls towards lambda_min: below the caller's threshold it decides the test (fails) long
@@ -128,6 +127,7 @@ def test_lanczos_stops_once_its_ritz_value_fails_the_callers_test(device):
     converged, _, converged_residual = lanczos_smallest(backend.csr(matrix), n, backend, **options,
                                                         fails_below=smallest - 1.0)
     assert converged_residual <= 1e-12 and converged == pytest.approx(smallest, abs=1e-10)
+
 
 def _planted_cluster(n: int, cluster: int, seed: int):
     """A symmetric matrix with ``cluster`` eigenvalues within 1e-6 of zero (one of them -1e-6) and the rest in
