@@ -29,12 +29,13 @@ def register_when_cvxpy_is_imported() -> None:
 
 def _register() -> None:
     try:
-        # Importing the interface registers the solver. Were the interface being imported right now (its
-        # own import of CVXPY got here), this returns the half-run module, which registers at its end.
-        importlib.import_module(f"{__package__}.cvxpy_interface")
+        # Importing the structured path registers the solve method "culorads", and its import of the chain
+        # interface the solver "CULORADS". Were a module being imported right now (its own import of CVXPY got
+        # here), this returns the half-run module, which registers at its end.
+        importlib.import_module(f"{__package__}.cvxpy_structured")
     except Exception as error:  # an incompatible CVXPY must not break the import that triggered this
-        warnings.warn(f"cvxpy_culorads could not register the CVXPY solver CULORADS: {error!r}", RuntimeWarning,
-                      stacklevel=2)
+        warnings.warn(f"cvxpy_culorads could not register with CVXPY (solver CULORADS, method culorads): "
+                      f"{error!r}", RuntimeWarning, stacklevel=2)
 
 
 class RegisterOnCVXPYImport(importlib.abc.MetaPathFinder):

@@ -1,5 +1,5 @@
-"""Packaging and start-up: CVXPY is imported only when the program imports it, yet ``solver="CULORADS"``
-works in either import order; the version comes from the installed metadata.
+"""Packaging and start-up: CVXPY is imported only when the program imports it, yet ``solver="CULORADS"`` and
+``method="culorads"`` work in either import order; the version comes from the installed metadata.
 
 Import-order tests run in a fresh interpreter: in this one, pytest has imported CVXPY long ago.
 """
@@ -19,6 +19,8 @@ TINY_SDP = """
 X = cvxpy.Variable((2, 2), PSD=True)
 problem = cvxpy.Problem(cvxpy.Minimize(cvxpy.trace(X)), [X[0, 0] == 1])
 value = problem.solve(solver="CULORADS", device="cpu")
+assert problem.status == "optimal" and abs(value - 1) < 1e-4, (problem.status, value)
+value = problem.solve(method="culorads", device="cpu")
 assert problem.status == "optimal" and abs(value - 1) < 1e-4, (problem.status, value)
 """
 
@@ -79,13 +81,14 @@ def test_failed_registration_warns_and_leaves_cvxpy_importable():
     stdout = run_python("""
         import sys, warnings
         import cvxpy_culorads
-        sys.modules["cvxpy_culorads.cvxpy_interface"] = None  # as if the interface could not be imported
+        sys.modules["cvxpy_culorads.cvxpy_structured"] = None  # as if the interface could not be imported
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             import cvxpy
-        print("CULORADS" in cvxpy.installed_solvers(), [str(w.message) for w in caught])
+        print("CULORADS" in cvxpy.installed_solvers(), "culorads" in cvxpy.Problem.REGISTERED_SOLVE_METHODS,
+              [str(w.message) for w in caught])
     """)
-    assert stdout.startswith("False") and "could not register the CVXPY solver CULORADS" in stdout, stdout
+    assert stdout.startswith("False False") and "could not register with CVXPY" in stdout, stdout
 
 
 def test_version_is_the_installed_metadata():

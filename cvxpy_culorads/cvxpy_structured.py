@@ -1,0 +1,669 @@
+"""The structure-aware CVXPY entry point: ``problem.solve(method="culorads")`` reads the expression tree.
+
+CVXPY's chain (``solver="CULORADS"``, ``cvxpy_interface.py``) vectorises every n x n variable into n^2 scalars
+and passes each constraint through that vectorisation, so time and memory grow like n^2 before the engine
+starts. This reader builds the :class:`SDPProblem` in time and memory proportional to the data instead: every
+objective and constraint is a batch of linear functionals on its expression's entries (sparse lists of
+(functional, entry, coefficient)), pushed from the root of the expression down to the variables through the
+adjoint of each atom, so no intermediate is ever expanded: ``trace(L @ X)`` (CVXPY writes it
+``sum(multiply(L, X.T))``) reaches X as the entries of L, ``diag(X) == 1`` as n diagonal entries. PSD variables
+(``PSD=True``, or a variable constrained ``>> 0`` directly) become the engine's PSD blocks; any other PSD
+constraint, an LMI, becomes a block tied entrywise to its expression; the entries of other variables that some
+functional touches become nonnegative engine variables (free ones as x+ - x-; entries nothing touches are 0).
+What it does not recognise (an atom, a variable attribute, a constraint kind, complex data) falls back to the
+chain, with a line in the verbose log naming it, and the answer is then the chain's. Values and duals return in
+CVXPY's conventions, except that a dense n x n value above ``max_value_bytes`` is left unset with a warning
+(the factor R of X = R R' is in ``solver_stats.extra_stats.factors``). Parameters are read at every solve:
+reading is linear in the data, so re-reading all of it costs what re-reading the changed part would.
+"""
+from __future__ import annotations
+
+import sys
+import time
+import warnings
+from collections import defaultdict
+from dataclasses import dataclass
+
+import cvxpy as cp
+import cvxpy.settings as s
+import numpy as np
+import scipy.sparse as sp
+from cvxpy.atoms.affine import wraps
+from cvxpy.atoms.affine.add_expr import AddExpression
+from cvxpy.atoms.affine.binary_operators import DivExpression, MulExpression, multiply
+from cvxpy.atoms.affine.broadcast_to import broadcast_to
+from cvxpy.atoms.affine.concatenate import Concatenate
+from cvxpy.atoms.affine.conj import conj
+from cvxpy.atoms.affine.diag import diag_mat, diag_vec
+from cvxpy.atoms.affine.hstack import Hstack
+from cvxpy.atoms.affine.index import index, special_index
+from cvxpy.atoms.affine.promote import Promote
+from cvxpy.atoms.affine.real import real
+from cvxpy.atoms.affine.reshape import reshape
+from cvxpy.atoms.affine.sum import Sum
+from cvxpy.atoms.affine.trace import Trace
+from cvxpy.atoms.affine.transpose import transpose
+from cvxpy.atoms.affine.unary_operators import NegExpression
+from cvxpy.atoms.affine.upper_tri import upper_tri
+from cvxpy.atoms.affine.vstack import Vstack
+from cvxpy.constraints import PSD, Equality, Inequality, NonNeg, NonPos, Zero
+from cvxpy.expressions.leaf import Leaf
+from cvxpy.expressions.variable import Variable
+from cvxpy.problems.objective import Maximize, Minimize
+from cvxpy.problems.problem import SolverStats
+from cvxpy.reductions.solution import Solution, failure_solution
+
+from . import cvxpy_interface  # as a module: the hook may import this file while that one is half-imported
+from .problem import SDPProblem
+from .result import Result, Status
+from .settings import Settings
+
+__all__ = ["solve_structured", "read_problem", "Unsupported", "METHOD_NAME", "DEFAULT_MAX_VALUE_BYTES"]
+
+METHOD_NAME = "culorads"
+# A dense value larger than this is left unset: 2 GiB holds X up to n = 16384 (G67's n = 1e4 takes 0.8 GB)
+DEFAULT_MAX_VALUE_BYTES = 2**31
+# Atoms that only select, repeat or rearrange entries are read through their own numeric function applied to
+# entry numbers, which costs O(size of their arguments): beyond this many entries the reader gives up instead.
+GENERIC_SELECTION_LIMIT = 10**7
+# A sum spreads each functional over every entry it adds up: beyond this many coefficients the reader gives up.
+SPREAD_LIMIT = 10**8
+_SELECTIONS = (reshape, Hstack, Vstack, Concatenate, broadcast_to, special_index, upper_tri, index, transpose)
+_PASS_THROUGH = (wraps.Wrap, real, conj)  # the identity on real expressions (wraps only assert attributes)
+_UNSUPPORTED_ATTRIBUTES = ("boolean", "integer", "complex", "imag", "hermitian", "diag", "sparsity", "bounds",
+                           "pos", "neg")
+
+
+class Unsupported(Exception):
+    """The model has a part the reader does not handle; the message names it."""
+
+
+# ---------------------------------------------------------------------------------------------- entry maps
+def _size(shape) -> int:
+    return int(np.prod(shape, dtype=np.int64))
+
+
+def _broadcast_index(idx: np.ndarray, out_shape: tuple, arg_shape: tuple) -> np.ndarray:
+    """The entry of an argument of ``arg_shape`` that NumPy broadcasting puts at entry ``idx`` (column-major) of
+    ``out_shape``."""
+    if tuple(arg_shape) == tuple(out_shape):
+        return idx
+    if _size(arg_shape) == 1:
+        return np.zeros_like(idx)
+    coords = np.unravel_index(idx, out_shape, order="F")[len(out_shape) - len(arg_shape):]
+    picked = tuple(c if d > 1 else np.zeros_like(c) for c, d in zip(coords, arg_shape))
+    return np.ravel_multi_index(picked, arg_shape, order="F")
+
+
+def _entries(value, idx: np.ndarray) -> np.ndarray:
+    """Entries ``idx`` (column-major) of a constant, dense or sparse."""
+    if sp.issparse(value):
+        coo = sp.coo_array(value)
+        keys = coo.row.astype(np.int64) + np.int64(value.shape[0]) * coo.col
+        order = np.argsort(keys)
+        keys, data = keys[order], _real(coo.data[order])
+        pos = np.minimum(np.searchsorted(keys, idx), max(keys.size - 1, 0))
+        return np.where(keys[pos] == idx, data[pos], 0.0) if keys.size else np.zeros(idx.size)
+    array = _real(np.asarray(value))
+    return np.full(idx.size, array.item()) if array.size == 1 else array.ravel(order="F")[idx]
+
+
+def _real(array):
+    """A dense constant as floats (complex data is for the chain path)."""
+    if np.iscomplexobj(array):
+        raise Unsupported("complex data")
+    return np.asarray(array, dtype=np.float64)
+
+
+def _matrix(value):
+    """A constant as a 2-D float CSR (sparse) or ndarray (dense) matrix."""
+    if sp.issparse(value):
+        if np.iscomplexobj(value):
+            raise Unsupported("complex data")
+        return sp.csr_array(value, dtype=np.float64)
+    array = _real(np.asarray(value))
+    return array.reshape(array.shape + (1,) * (2 - array.ndim)) if array.ndim < 2 else array
+
+
+def _coo(matrix):
+    """(row, col, val) of a sparse or dense 2-D product, zeros dropped."""
+    if sp.issparse(matrix):
+        coo = sp.coo_array(matrix)
+        return coo.row.astype(np.int64), coo.col.astype(np.int64), coo.data
+    rows, cols = np.nonzero(matrix)
+    return rows.astype(np.int64), cols.astype(np.int64), matrix[rows, cols]
+
+
+# ---------------------------------------------------------------------------------------------- the reader
+class _Reader:
+    """Pushes batches of linear functionals on an expression's entries down to its variables.
+
+    A batch is three arrays of equal length: the functional (row), the entry of the expression (column-major
+    index) and the coefficient. At a variable the batch is kept (``terms``); at a constant it is applied
+    (``constant``, one value per functional)."""
+
+    def __init__(self, count: int):
+        self.terms: dict = defaultdict(list)
+        self.constant = np.zeros(count)
+
+    def push(self, expr, rows, idx, vals) -> None:
+        keep = vals != 0.0
+        if not keep.all():
+            rows, idx, vals = rows[keep], idx[keep], vals[keep]
+        if rows.size == 0:
+            return
+        if isinstance(expr, Variable):
+            self.terms[expr.id].append((rows, idx, vals))
+        elif isinstance(expr, Leaf) or expr.is_constant():
+            value = expr.value
+            if value is None:
+                raise Unsupported(f"{expr.name()} has no value")
+            self.constant += np.bincount(rows, vals * _entries(value, idx), minlength=self.constant.size)
+        elif isinstance(expr, AddExpression):
+            for arg in expr.args:
+                self.push(arg, rows, _broadcast_index(idx, expr.shape, arg.shape), vals)
+        elif isinstance(expr, NegExpression):
+            self.push(expr.args[0], rows, idx, -vals)
+        elif isinstance(expr, _PASS_THROUGH):
+            if not expr.args[0].is_real():
+                raise Unsupported(f"{type(expr).__name__} of a complex expression")
+            self.push(expr.args[0], rows, idx, vals)
+        elif isinstance(expr, multiply):
+            self._multiply(expr, rows, idx, vals)
+        elif isinstance(expr, DivExpression):
+            numerator, denominator = expr.args
+            if not denominator.is_constant():
+                raise Unsupported("division by a non-constant expression")
+            scale = _entries(denominator.value, _broadcast_index(idx, expr.shape, denominator.shape))
+            self.push(numerator, rows, _broadcast_index(idx, expr.shape, numerator.shape), vals / scale)
+        elif isinstance(expr, MulExpression):
+            self._matmul(expr, rows, idx, vals)
+        elif isinstance(expr, Sum):
+            self._sum(expr, rows, idx, vals)
+        elif isinstance(expr, Trace) and expr.args[0].ndim == 2:
+            n = expr.args[0].shape[0]
+            diagonal = np.arange(n, dtype=np.int64) * (n + 1)
+            self.push(expr.args[0], np.repeat(rows, n), np.tile(diagonal, rows.size), np.repeat(vals, n))
+        elif isinstance(expr, diag_mat):
+            p, k = expr.args[0].shape[0], expr.k
+            row, col = (idx, idx + k) if k >= 0 else (idx - k, idx)
+            self.push(expr.args[0], rows, row + p * col, vals)
+        elif isinstance(expr, diag_vec):
+            n, k = expr.shape[0], expr.k
+            row, col = idx % n, idx // n
+            on = col - row == k
+            self.push(expr.args[0], rows[on], (row if k >= 0 else col)[on], vals[on])
+        elif isinstance(expr, Promote):
+            self.push(expr.args[0], rows, np.zeros_like(idx), vals)
+        elif isinstance(expr, index) and self._slices(expr) is not None:
+            self.push(expr.args[0], rows, self._slices(expr)(idx), vals)
+        elif isinstance(expr, transpose) and expr.ndim == 2 and expr.axes in (None, (1, 0), [1, 0]):
+            p = expr.shape[0]
+            q = expr.args[0].shape[0]
+            self.push(expr.args[0], rows, idx // p + q * (idx % p), vals)
+        elif isinstance(expr, _SELECTIONS):
+            self._selection(expr, rows, idx, vals)
+        else:
+            raise Unsupported(f"the atom {type(expr).__name__}")
+
+    def _constant_operand(self, expr):
+        lhs, rhs = expr.args
+        if lhs.is_constant() and not rhs.is_constant():
+            return lhs, rhs
+        if rhs.is_constant() and not lhs.is_constant():
+            return rhs, lhs
+        raise Unsupported(f"a product of two non-constant expressions ({type(expr).__name__})")
+
+    def _multiply(self, expr, rows, idx, vals) -> None:
+        weight, other = self._constant_operand(expr)
+        coefficients = _entries(weight.value, _broadcast_index(idx, expr.shape, weight.shape))
+        self.push(other, rows, _broadcast_index(idx, expr.shape, other.shape), vals * coefficients)
+
+    def _matmul(self, expr, rows, idx, vals) -> None:
+        """A @ E or E @ B with A, B constant: each functional's coefficients (as a matrix P on the product's
+        entries) become A' P or P B' on E's; rows of P are grouped by functional and column (or row) of the
+        product, so only the groups present are multiplied."""
+        lhs, rhs = expr.args
+        if lhs.is_constant() and not rhs.is_constant():
+            A = _matrix(lhs.value) if lhs.ndim == 2 else _matrix(lhs.value).T  # a 1-D left operand is a row
+            p, s_ = A.shape
+            q = _size(rhs.shape) // s_  # columns of E (1 for a vector)
+            group = rows * q + idx // p  # (functional, column of the product)
+            keys, position = np.unique(group, return_inverse=True)
+            P = sp.csr_array((vals, (position, idx % p)), shape=(keys.size, p))
+            key, r_new, v_new = _coo(P @ A)
+            self.push(rhs, keys[key] // q, r_new + s_ * (keys[key] % q), v_new)
+        elif rhs.is_constant() and not lhs.is_constant():
+            B = _matrix(rhs.value)  # a 1-D right operand is a column
+            s_, q = B.shape
+            p = _size(lhs.shape) // s_  # rows of E (1 for a vector)
+            group = rows * p + idx % p  # (functional, row of the product)
+            keys, position = np.unique(group, return_inverse=True)
+            P = sp.csr_array((vals, (position, idx // p)), shape=(keys.size, q))
+            key, c_new, v_new = _coo(P @ B.T)
+            self.push(lhs, keys[key] // p, keys[key] % p + p * c_new, v_new)
+        else:
+            raise Unsupported("a product of two non-constant expressions (@)")
+
+    def _sum(self, expr, rows, idx, vals) -> None:
+        arg = expr.args[0]
+        if expr.axis is None and isinstance(arg, multiply) and arg.shape == arg.args[0].shape == arg.args[1].shape:
+            # sum(W * E) (CVXPY's trace(A @ E)): only W's nonzeros reach E, never all of E's entries
+            weight, other = self._constant_operand(arg)
+            W = _matrix(weight.value)
+            w_rows, w_cols, w_vals = _coo(W)
+            entries, per = w_rows + W.shape[0] * w_cols, w_rows.size
+            self.push(other, np.repeat(rows, per), np.tile(entries, rows.size),
+                      np.repeat(vals, per) * np.tile(w_vals, rows.size))
+            return
+        if _size(arg.shape) * rows.size > SPREAD_LIMIT:
+            raise Unsupported(f"a sum over all {_size(arg.shape)} entries of an expression")
+        ids = np.arange(_size(arg.shape), dtype=np.int64).reshape(arg.shape, order="F")
+        axes = tuple(range(arg.ndim)) if expr.axis is None else \
+            tuple(a % arg.ndim for a in np.atleast_1d(expr.axis))
+        moved = np.moveaxis(ids, axes, tuple(range(arg.ndim - len(axes), arg.ndim)))
+        groups = moved.reshape((-1, _size([arg.shape[a] for a in axes])), order="F")
+        per = groups.shape[1]
+        self.push(arg, np.repeat(rows, per), groups[idx].ravel(), np.repeat(vals, per))
+
+    @staticmethod
+    def _slices(expr):
+        """For basic indexing by slices, the map from the result's entries to the argument's, else None."""
+        arg_shape = expr.args[0].shape
+        if len(expr.key) != len(arg_shape) or not all(isinstance(k, slice) for k in expr.key):
+            return None
+        picked = [np.arange(d, dtype=np.int64)[k] for d, k in zip(arg_shape, expr.key)]
+        full_shape = tuple(p.size for p in picked)
+        if _size(full_shape) != _size(expr.shape):
+            return None
+
+        def mapping(idx):
+            coords = np.unravel_index(idx, full_shape, order="F") if full_shape else ()
+            return np.ravel_multi_index(tuple(p[c] for p, c in zip(picked, coords)), arg_shape, order="F") \
+                if arg_shape else idx
+        return mapping
+
+    def _selection(self, expr, rows, idx, vals) -> None:
+        """An atom that selects or rearranges its arguments' entries: its own numeric function on entry numbers
+        (1-based, 0 for an entry no argument fills) says where each result entry comes from."""
+        sizes = [_size(arg.shape) for arg in expr.args]
+        if sum(sizes) > GENERIC_SELECTION_LIMIT:
+            raise Unsupported(f"the atom {type(expr).__name__} on {sum(sizes)} entries")
+        starts = np.concatenate([[0], np.cumsum(sizes)])
+        numbers = [(np.arange(size, dtype=np.float64) + 1 + start).reshape(arg.shape, order="F")
+                   for arg, size, start in zip(expr.args, sizes, starts)]
+        source = np.asarray(expr.numeric(numbers)).ravel(order="F").astype(np.int64)[idx] - 1
+        for k, arg in enumerate(expr.args):
+            mine = (source >= starts[k]) & (source < starts[k + 1])
+            self.push(arg, rows[mine], source[mine] - starts[k], vals[mine])
+
+
+# ---------------------------------------------------------------------------------------------- the model
+@dataclass
+class _Block:
+    """A PSD block of the engine: a variable (X = sign * Z, plus an antisymmetric free part K when the variable
+    is not declared symmetric), or the slack Z of an LMI (``constraint``)."""
+
+    order: int
+    variable: Variable | None = None
+    sign: float = 1.0
+    antisymmetric: bool = False
+    constraint: PSD | None = None
+    tie_rows: np.ndarray | None = None  # the rows sym(expr)_ij - Z_ij = 0 of an LMI block, i <= j
+
+
+@dataclass
+class _Entries:
+    """The touched entries of a variable that are engine LP variables: ``keys`` (entry numbers), their first
+    LP column, and how an entry is made of columns (``signs``: +1 for x = p, -1 for x = -p, (+1, -1) for
+    x = p - q)."""
+
+    keys: np.ndarray
+    first_column: int
+    signs: tuple
+
+
+@dataclass
+class StructuredModel:
+    """A CVXPY problem read into an :class:`SDPProblem`, and what maps the engine's answer back."""
+
+    sdp: SDPProblem
+    objective_sign: float  # -1 for Maximize (the engine minimises)
+    objective_offset: float
+    blocks: list
+    entries: dict  # variable id -> the LP columns of its scalars (of K for a PSD block), or None
+    constraint_rows: dict  # constraint id -> its engine rows (equalities, inequalities)
+    block_of: dict  # variable id -> its PSD block
+
+
+def read_problem(problem: cp.Problem, name: str = "cvxpy") -> StructuredModel:
+    """Read ``problem`` into an :class:`SDPProblem`; raises :class:`Unsupported` naming what it cannot read."""
+    objective = problem.objective
+    if not isinstance(objective, (Minimize, Maximize)):
+        raise Unsupported(f"the objective {type(objective).__name__}")
+    variables = problem.variables()
+    for var in variables:
+        bad = [a for a in _UNSUPPORTED_ATTRIBUTES if var.attributes.get(a)]
+        if bad:
+            raise Unsupported(f"the variable attribute {bad[0]} of {var.name()}")
+        if var.ndim > 2:
+            raise Unsupported(f"the {var.ndim}-dimensional variable {var.name()}")
+
+    blocks, by_variable = [], {}
+    for var in variables:
+        if var.attributes.get("PSD") or var.attributes.get("NSD"):
+            by_variable[var.id] = len(blocks)
+            blocks.append(_Block(var.shape[0], var, -1.0 if var.attributes.get("NSD") else 1.0))
+    equalities, inequalities, lmis = [], [], []
+    for constraint in problem.constraints:
+        if isinstance(constraint, (Equality, Zero)):
+            equalities.append(constraint)
+        elif isinstance(constraint, (Inequality, NonNeg, NonPos)):
+            inequalities.append(constraint)
+        elif isinstance(constraint, PSD):
+            expr = constraint.args[0]
+            plain = isinstance(expr, Variable) and not any(expr.attributes.get(a) for a in ("nonneg", "nonpos",
+                                                                                            "NSD"))
+            if plain and expr.id not in by_variable:
+                by_variable[expr.id] = len(blocks)
+                symmetric = expr.attributes.get("symmetric") or expr.attributes.get("PSD")
+                blocks.append(_Block(expr.shape[0], expr, antisymmetric=not symmetric))
+            if not (plain and expr.id in by_variable):
+                lmis.append(constraint)
+        else:
+            raise Unsupported(f"the constraint {type(constraint).__name__}")
+
+    # rows: equalities, inequalities, then the ties of each LMI block
+    sizes = [c.size for c in equalities + inequalities] + [c.shape[0] * (c.shape[0] + 1) // 2 for c in lmis]
+    starts = np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)]).astype(np.int64)
+    m = int(starts[-1])
+    reader = _Reader(m)
+    constraint_rows = {}
+    for k, constraint in enumerate(equalities + inequalities):
+        rows = np.arange(starts[k], starts[k + 1], dtype=np.int64)
+        expr, sign = _linear_part(constraint)
+        reader.push(expr, rows, rows - starts[k], np.full(rows.size, sign))
+        constraint_rows[constraint.id] = rows
+    for k, constraint in enumerate(lmis, start=len(equalities) + len(inequalities)):
+        order = constraint.shape[0]
+        upper_i, upper_j = np.triu_indices(order)  # i <= j
+        rows = starts[k] + np.arange(upper_i.size, dtype=np.int64)
+        off = upper_i != upper_j
+        # sym(expr)_ij = (expr_ij + expr_ji) / 2
+        reader.push(constraint.args[0], np.concatenate([rows, rows[off]]),
+                    np.concatenate([upper_i + order * upper_j, upper_j[off] + order * upper_i[off]]),
+                    np.where(np.concatenate([off, np.ones(off.sum(), bool)]), 0.5, 1.0))
+        blocks.append(_Block(order, constraint=constraint, tie_rows=rows))
+    objective_reader = _Reader(1)
+    objective_sign = -1.0 if isinstance(objective, Maximize) else 1.0
+    if objective.args[0].size != 1:
+        raise Unsupported("a non-scalar objective")
+    objective_reader.push(objective.args[0], np.zeros(1, np.int64), np.zeros(1, np.int64),
+                          np.array([objective_sign]))
+
+    n_inequality_rows = int(starts[len(equalities) + len(inequalities)] - starts[len(equalities)])
+    inequality_rows = np.arange(starts[len(equalities)], starts[len(equalities)] + n_inequality_rows)
+    lp = _LPColumns(first=n_inequality_rows)
+    C_parts = [([], [], []) for _ in blocks]
+    A_parts = [([], [], [], []) for _ in blocks]
+    entries: dict = {}  # variable id -> the LP columns of its scalars (of K for a PSD block), or None
+    for var in variables:
+        terms = reader.terms.get(var.id, [])
+        objective_terms = objective_reader.terms.get(var.id, [])
+        if var.id in by_variable:
+            k = by_variable[var.id]
+            entries[var.id] = _block_terms(blocks[k], terms, objective_terms, A_parts[k], C_parts[k], lp)
+        else:
+            scalars = _batches(terms, objective_terms, lambda rows, idx, vals, v=var: (rows, _canonical(v, idx), vals))
+            entries[var.id] = lp.add(scalars, _signs(var))
+    for k, block in enumerate(blocks):
+        if block.constraint is not None:
+            order = block.order
+            upper_i, upper_j = np.triu_indices(order)
+            # -Z_ij in row (i, j): the coordinate (j, i) sets both symmetric entries, so -1/2 off the diagonal
+            A_parts[k][0].append(block.tie_rows), A_parts[k][1].append(upper_j), A_parts[k][2].append(upper_i)
+            A_parts[k][3].append(np.where(upper_i == upper_j, -1.0, -0.5))
+    A_lp = sp.coo_array((np.concatenate([np.ones(n_inequality_rows)] + lp.A_vals),
+                         (np.concatenate([inequality_rows] + lp.A_rows),
+                          np.concatenate([np.arange(n_inequality_rows)] + lp.A_cols))),
+                        shape=(m, lp.count)).tocsr()
+    c_lp = np.bincount(np.concatenate([np.zeros(0, np.int64)] + lp.c_cols),
+                       np.concatenate([np.zeros(0)] + lp.c_vals), minlength=lp.count)
+    try:
+        sdp = SDPProblem(-reader.constant, [tuple(map(_cat, parts)) for parts in C_parts],
+                         [tuple(map(_cat, parts)) for parts in A_parts], block_sizes=[b.order for b in blocks],
+                         c_lp=c_lp, A_lp=A_lp, name=name)
+    except ValueError as error:  # the chain path says it in its own words
+        raise Unsupported(f"a problem the engine rejects ({error})") from None
+    return StructuredModel(sdp, objective_sign, float(objective_reader.constant[0]), blocks, entries,
+                           constraint_rows, by_variable)
+
+
+def _cat(parts) -> np.ndarray:
+    return np.concatenate(parts) if parts else np.zeros(0)
+
+
+def _linear_part(constraint):
+    """The expression g of a constraint g == 0 or g <= 0, and the sign that turns the constraint's own
+    expression into g."""
+    if isinstance(constraint, NonNeg):  # expr >= 0
+        return constraint.args[0], -1.0
+    if isinstance(constraint, (NonPos, Zero)):
+        return constraint.args[0], 1.0
+    return constraint.expr, 1.0  # Equality and Inequality: lhs - rhs
+
+
+class _LPColumns:
+    """The engine's nonnegative variables (after the inequality slacks) and their coefficients: a scalar x is
+    one column (x = p, or x = -p for a nonpositive one) or two (x = p - q)."""
+
+    def __init__(self, first: int):
+        self.count = first
+        self.A_rows, self.A_cols, self.A_vals, self.c_cols, self.c_vals = [], [], [], [], []
+
+    def add(self, batches, signs: tuple) -> _Entries | None:
+        """Columns for the scalars that ``batches`` touch, and their coefficients. A batch is (rows, keys,
+        coefficients), ``rows`` None for the objective; ``keys`` name the scalars."""
+        if not batches:
+            return None
+        keys = np.unique(np.concatenate([batch[1] for batch in batches]))
+        entries = _Entries(keys, self.count, signs)
+        self.count += keys.size * len(signs)
+        for rows, batch_keys, coefficients in batches:
+            position = np.searchsorted(keys, batch_keys)
+            for j, sign in enumerate(signs):
+                columns = entries.first_column + j * keys.size + position
+                if rows is None:
+                    self.c_cols.append(columns), self.c_vals.append(sign * coefficients)
+                else:
+                    self.A_rows.append(rows), self.A_cols.append(columns), self.A_vals.append(sign * coefficients)
+        return entries
+
+
+def _signs(var) -> tuple:
+    if var.attributes.get("nonneg"):
+        return (1.0,)
+    if var.attributes.get("nonpos"):
+        return (-1.0,)
+    return (1.0, -1.0)
+
+
+def _canonical(var, idx: np.ndarray) -> np.ndarray:
+    """Entry numbers of a variable's entries, one per distinct scalar (a symmetric variable's (i, j) and (j, i)
+    are one: the upper one)."""
+    if var.attributes.get("symmetric") and var.ndim == 2:
+        n = var.shape[0]
+        i, j = idx % n, idx // n
+        return np.minimum(i, j) + n * np.maximum(i, j)
+    return idx
+
+
+def _batches(terms, objective_terms, scalars):
+    """(rows, keys, coefficients) of the constraint terms, then (None, keys, coefficients) of the objective's;
+    ``scalars`` maps a term (rows, entries, coefficients) to its scalars' (rows, keys, coefficients)."""
+    return [scalars(*term) for term in terms] + [(None, *scalars(*term)[1:]) for term in objective_terms]
+
+
+def _block_terms(block: _Block, terms, objective_terms, A_part, C_part, lp: _LPColumns) -> _Entries | None:
+    """Coordinates of a PSD-block variable's coefficients: M_ij X_ij with X = sign Z, and the coordinate
+    (max, min) sets both symmetric entries, so half the coefficient off the diagonal. A variable that is not
+    declared symmetric is Z + K with K antisymmetric: K_ij = -K_ji is one free scalar per touched pair i < j
+    (returned as its LP columns)."""
+    n = block.order
+    for rows, idx, vals in terms:
+        i, j = idx % n, idx // n
+        A_part[0].append(rows), A_part[1].append(np.maximum(i, j)), A_part[2].append(np.minimum(i, j))
+        A_part[3].append(block.sign * np.where(i == j, vals, 0.5 * vals))
+    for _, idx, vals in objective_terms:
+        i, j = idx % n, idx // n
+        C_part[0].append(np.maximum(i, j)), C_part[1].append(np.minimum(i, j))
+        C_part[2].append(block.sign * np.where(i == j, vals, 0.5 * vals))
+    if not block.antisymmetric:
+        return None
+
+    def antisymmetric(rows, idx, vals):
+        i, j = idx % n, idx // n
+        off = i != j
+        return rows[off], (np.minimum(i, j) + n * np.maximum(i, j))[off], np.where(i < j, vals, -vals)[off]
+    return lp.add(_batches(terms, objective_terms, antisymmetric), (1.0, -1.0))
+
+
+# ---------------------------------------------------------------------------------------------- solving
+def solve_structured(problem: cp.Problem, *, max_value_bytes: float = DEFAULT_MAX_VALUE_BYTES,
+                     accept_unknown: bool = False, **options):
+    """``problem.solve(method="culorads", **options)``: read the model directly (module docstring), solve it with
+    the engine and store values, duals, status and ``solver_stats`` (``extra_stats`` is the engine's
+    :class:`Result`) as CVXPY's own solve does; returns the optimal value.
+
+    ``options`` are :class:`Settings` fields (an unknown name raises ``ValueError``); ``accept_unknown`` is the
+    chain path's option of that name; a dense value (a PSD variable's X, a PSD constraint's dual) of more than
+    ``max_value_bytes`` is left unset, with a warning that says where its factor is. A model the reader does
+    not handle is solved by ``problem.solve(solver="CULORADS", ...)`` instead.
+    """
+    options.pop("warm_start", None)  # ignored, as on the chain path: the engine starts from its own factors
+    settings = Settings.from_options(**options)
+    if not (isinstance(max_value_bytes, (int, float)) and max_value_bytes >= 0):
+        raise ValueError(f"max_value_bytes must be a number >= 0, got {max_value_bytes!r}")
+    if not isinstance(accept_unknown, (bool, np.bool_)):
+        raise ValueError(f"accept_unknown must be True or False, got {accept_unknown!r}")
+    start = time.perf_counter()
+    try:
+        model = read_problem(problem)
+    except Unsupported as why:
+        if settings.verbose:
+            print(f"culorads: the structured reader does not handle {why}; solving through CVXPY's chain",
+                  file=sys.stderr)
+        return problem.solve(solver="CULORADS", accept_unknown=accept_unknown, **options)
+    setup_time = time.perf_counter() - start
+    from .driver import solve  # the engine is imported when first used, as the chain path does
+
+    result = solve(model.sdp, settings)
+    _store(problem, model, result, setup_time, bool(accept_unknown), max_value_bytes)
+    return problem.value
+
+
+def _store(problem, model: StructuredModel, result: Result, setup_time: float, accept_unknown: bool,
+           max_value_bytes: float) -> None:
+    status = cvxpy_interface.CULORADS.STATUS_MAP[result.status]
+    if result.status is Status.STALLED and accept_unknown:
+        status = s.OPTIMAL_INACCURATE
+    attr = {s.SOLVE_TIME: result.solve_time, s.SETUP_TIME: setup_time,
+            s.NUM_ITERS: sum(result.iterations.values()), s.EXTRA_STATS: result}
+    problem._solver_stats = SolverStats.from_dict(attr, cvxpy_interface.CULORADS().name())
+    if status in s.ERROR:
+        raise cp.error.SolverError(f"Solver 'CULORADS' failed: {result.message}. Try another solver, or solve "
+                                   "with verbose=True for more information.")
+    if status not in s.SOLUTION_PRESENT:
+        problem.unpack(failure_solution(status, attr))
+        return
+    too_large = []
+    primal = {var.id: _value(var, model, result, max_value_bytes, too_large) for var in problem.variables()}
+    duals = _duals(problem, model, result, max_value_bytes, too_large)
+    if too_large:
+        warnings.warn("culorads: not formed, larger than max_value_bytes = "
+                      f"{max_value_bytes:.3g}: {'; '.join(too_large)}", RuntimeWarning, stacklevel=3)
+    value = model.objective_sign * (result.primal_objective + model.objective_offset)
+    for var in problem.variables():
+        var.save_value(primal[var.id])
+    for constraint in problem.constraints:
+        if constraint.id in duals:
+            constraint.save_dual_value(duals[constraint.id])
+    problem._value = value
+    problem._status = status
+    problem._solution = Solution(status, value, primal, duals, attr)
+
+
+def _lp_values(entries: _Entries | None, x_lp: np.ndarray) -> np.ndarray:
+    """The scalars an :class:`_Entries` names, from the engine's nonnegative variables."""
+    if entries is None:
+        return np.zeros(0)
+    count = entries.keys.size
+    return sum(sign * x_lp[entries.first_column + j * count:entries.first_column + (j + 1) * count]
+               for j, sign in enumerate(entries.signs))
+
+
+def _value(var, model: StructuredModel, result: Result, max_value_bytes: float, too_large: list):
+    """A variable's value: sign R R' (+ K) for a PSD block, else its touched scalars (0 elsewhere)."""
+    entries = model.entries.get(var.id)
+    if var.id in model.block_of:
+        k = model.block_of[var.id]
+        n = var.shape[0]
+        if 8.0 * n * n > max_value_bytes:
+            too_large.append(f"the value of {var.name()} ({n} x {n}); X = R R' with R = "
+                             f"prob.solver_stats.extra_stats.factors[{k}]")
+            return None
+        R = result.factors[k]
+        X = model.blocks[k].sign * (R @ R.T)
+        if entries is not None:  # the antisymmetric part K_ij = -K_ji of a variable not declared symmetric
+            i, j = entries.keys % n, entries.keys // n
+            K = _lp_values(entries, result.x_lp)
+            X[i, j] += K
+            X[j, i] -= K
+        return X.reshape(var.shape)
+    flat = np.zeros(var.size)
+    if entries is not None:
+        values = _lp_values(entries, result.x_lp)
+        flat[entries.keys] = values
+        if var.attributes.get("symmetric") and var.ndim == 2:  # the lower twin of each upper entry
+            n = var.shape[0]
+            flat[entries.keys // n + n * (entries.keys % n)] = values
+    return flat.reshape(var.shape, order="F") if var.ndim else flat.item()
+
+
+def _duals(problem, model: StructuredModel, result: Result, max_value_bytes: float, too_large: list) -> dict:
+    """CVXPY's duals: -lambda on the rows of an equality or inequality (the engine's Lagrangian subtracts
+    lambda'(A(X) - b)); the block's dual slack S = C - A*(lambda) for a PSD constraint."""
+    lam = np.asarray(result.dual, dtype=np.float64)
+    duals = {}
+    for constraint in problem.constraints:
+        if constraint.id in model.constraint_rows:
+            values = -lam[model.constraint_rows[constraint.id]]
+            duals[constraint.id] = values.reshape(constraint.shape, order="F") if constraint.shape else \
+                values.item()
+    for k, block in enumerate(model.blocks):
+        owners = [block.constraint] if block.constraint is not None else [
+            c for c in problem.constraints if isinstance(c, PSD) and c.args[0] is block.variable]
+        if not owners:
+            continue
+        n = block.order
+        if 8.0 * n * n > max_value_bytes:
+            too_large.append(f"the dual of the PSD constraint on a {n} x {n} block")
+            continue
+        slack = _dual_slack(model.sdp, k, lam)
+        for constraint in owners:
+            duals[constraint.id] = slack
+    return duals
+
+
+def _dual_slack(sdp: SDPProblem, k: int, lam: np.ndarray) -> np.ndarray:
+    """S_k = C_k - sum_i lambda_i A_ik, dense."""
+    n = sdp.block_sizes[k]
+    rows, cols, vals = sdp.C_coords[k]
+    coeff = sdp.A_coords[k]
+    lower = sp.coo_array((np.concatenate([vals, -lam[coeff.con] * coeff.val]),
+                          (np.concatenate([rows, coeff.row]), np.concatenate([cols, coeff.col]))),
+                         shape=(n, n)).toarray()
+    return lower + np.tril(lower, -1).T
+
+
+cp.Problem.register_solve(METHOD_NAME, solve_structured)
