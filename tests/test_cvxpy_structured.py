@@ -65,6 +65,18 @@ def vector_lmi() -> Case:
     return Case(cp.Problem(cp.Minimize(x[0] + 0.5 * x[1]), [lmi, x >= -3, x <= 3]), [lmi])
 
 
+def completion_through_psd_variables() -> Case:
+    """Nuclear-norm completion written with PSD variables: min (tr W1 + tr W2) / 2 s.t. [[W1, Y], [Y', W2]] >> 0
+    and the known entries of Y."""
+    rng = np.random.default_rng(9)
+    target = rng.standard_normal((6, 2)) @ rng.standard_normal((2, 5))
+    known = rng.random((6, 5)) < 0.7
+    Y = cp.Variable((6, 5))
+    W1, W2 = cp.Variable((6, 6), symmetric=True), cp.Variable((5, 5), symmetric=True)
+    constraints = [cp.bmat([[W1, Y], [Y.T, W2]]) >> 0, cp.multiply(known, Y) == known * target]
+    return Case(cp.Problem(cp.Minimize(0.5 * cp.trace(W1) + 0.5 * cp.trace(W2)), constraints), [])
+
+
 def parameterised(value: float) -> Case:
     rng = np.random.default_rng(7)
     G = rng.standard_normal((5, 5))
@@ -76,7 +88,8 @@ def parameterised(value: float) -> Case:
 
 READABLE = {name: ZOO[name] for name in ("maxcut", "theta_petersen", "theta_random", "several_blocks")} | {
     "coupled_blocks": coupled_blocks, "plain_variable_psd": plain_variable_psd, "nsd_variable": nsd_variable,
-    "vector_lmi": vector_lmi, "parameterised": lambda: parameterised(1.0)}
+    "vector_lmi": vector_lmi, "completion_through_psd_variables": completion_through_psd_variables,
+    "parameterised": lambda: parameterised(1.0)}
 
 
 # ------------------------------------------------------------------- (a) the reader, with an exact engine
