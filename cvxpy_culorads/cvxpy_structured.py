@@ -197,7 +197,7 @@ class _Reader:
             self.push(expr.args[0], rows, np.zeros_like(idx), vals)
         elif isinstance(expr, index) and self._slices(expr) is not None:
             self.push(expr.args[0], rows, self._slices(expr)(idx), vals)
-        elif isinstance(expr, transpose) and expr.ndim == 2 and expr.axes in (None, (1, 0), [1, 0]):
+        elif isinstance(expr, transpose) and expr.ndim == 2 and (expr.axes is None or tuple(expr.axes) == (1, 0)):
             p = expr.shape[0]
             q = expr.args[0].shape[0]
             self.push(expr.args[0], rows, idx // p + q * (idx % p), vals)
@@ -564,6 +564,8 @@ def solve_structured(problem: cp.Problem, *, max_value_bytes: float = DEFAULT_MA
 
 def _store(problem, model: StructuredModel, result: Result, setup_time: float, accept_unknown: bool,
            max_value_bytes: float) -> None:
+    """What ``Problem.unpack_results`` does on the chain path: status (the chain's mapping), values, duals,
+    value and ``solver_stats``; a status without a solution leaves the values unset, a failed solve raises."""
     status = cvxpy_interface.CULORADS.STATUS_MAP[result.status]
     if result.status is Status.STALLED and accept_unknown:
         status = s.OPTIMAL_INACCURATE
