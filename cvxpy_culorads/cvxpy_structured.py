@@ -58,7 +58,8 @@ from .problem import SDPProblem
 from .result import Result, Status
 from .settings import Settings
 
-__all__ = ["solve_structured", "read_problem", "StructuredModel", "Unsupported", "METHOD_NAME", "DEFAULT_MAX_VALUE_BYTES"]
+__all__ = ["solve_structured", "read_problem", "StructuredModel", "Unsupported", "METHOD_NAME",
+           "DEFAULT_MAX_VALUE_BYTES"]
 
 METHOD_NAME = "culorads"
 # A dense value larger than this is left unset: 2 GiB holds X up to n = 16384 (G67's n = 1e4 takes 0.8 GB)
