@@ -135,6 +135,15 @@ def _coo(matrix):
     return rows.astype(np.int64), cols.astype(np.int64), matrix[rows, cols]
 
 
+def _grouped_product(group, inner, vals, width, M):
+    """Coefficients (group, inner < width, vals) as a matrix with one row per distinct group, times M: the
+    group, new inner index and value of each nonzero of the product."""
+    keys, position = np.unique(group, return_inverse=True)
+    P = sp.csr_array((vals, (position, inner)), shape=(keys.size, width))
+    key, new_inner, new_vals = _coo(P @ M)
+    return keys[key], new_inner, new_vals
+
+
 # ---------------------------------------------------------------------------------------------- the reader
 class _Reader:
     """Pushes batches of linear functionals on an expression's entries down to its variables.
@@ -196,8 +205,8 @@ class _Reader:
             self.push(expr.args[0], rows[on], (row if k >= 0 else col)[on], vals[on])
         elif isinstance(expr, Promote):
             self.push(expr.args[0], rows, np.zeros_like(idx), vals)
-        elif isinstance(expr, index) and self._slices(expr) is not None:
-            self.push(expr.args[0], rows, self._slices(expr)(idx), vals)
+        elif isinstance(expr, index) and (mapping := self._slices(expr)) is not None:
+            self.push(expr.args[0], rows, mapping(idx), vals)
         elif isinstance(expr, transpose) and expr.ndim == 2 and (expr.axes is None or tuple(expr.axes) == (1, 0)):
             p = expr.shape[0]
             q = expr.args[0].shape[0]
@@ -225,26 +234,19 @@ class _Reader:
         entries) become A' P or P B' on E's; rows of P are grouped by functional and column (or row) of the
         product, so only the groups present are multiplied."""
         lhs, rhs = expr.args
-        if lhs.is_constant() and not rhs.is_constant():
+        constant, other = self._constant_operand(expr)
+        if constant is lhs:
             A = _matrix(lhs.value) if lhs.ndim == 2 else _matrix(lhs.value).T  # a 1-D left operand is a row
             p, s_ = A.shape
             q = _size(rhs.shape) // s_  # columns of E (1 for a vector)
-            group = rows * q + idx // p  # (functional, column of the product)
-            keys, position = np.unique(group, return_inverse=True)
-            P = sp.csr_array((vals, (position, idx % p)), shape=(keys.size, p))
-            key, r_new, v_new = _coo(P @ A)
-            self.push(rhs, keys[key] // q, r_new + s_ * (keys[key] % q), v_new)
-        elif rhs.is_constant() and not lhs.is_constant():
+            group, r_new, v_new = _grouped_product(rows * q + idx // p, idx % p, vals, p, A)  # by column
+            self.push(other, group // q, r_new + s_ * (group % q), v_new)
+        else:
             B = _matrix(rhs.value)  # a 1-D right operand is a column
             s_, q = B.shape
             p = _size(lhs.shape) // s_  # rows of E (1 for a vector)
-            group = rows * p + idx % p  # (functional, row of the product)
-            keys, position = np.unique(group, return_inverse=True)
-            P = sp.csr_array((vals, (position, idx // p)), shape=(keys.size, q))
-            key, c_new, v_new = _coo(P @ B.T)
-            self.push(lhs, keys[key] // p, keys[key] % p + p * c_new, v_new)
-        else:
-            raise Unsupported("a product of two non-constant expressions (@)")
+            group, c_new, v_new = _grouped_product(rows * p + idx % p, idx // p, vals, q, B.T)  # by row
+            self.push(other, group // p, group % p + p * c_new, v_new)
 
     def _sum(self, expr, rows, idx, vals) -> None:
         arg = expr.args[0]
@@ -652,21 +654,10 @@ def _duals(problem, model: StructuredModel, result: Result, max_value_bytes: flo
         if 8.0 * n * n > max_value_bytes:
             too_large.append(f"the dual of the PSD constraint on a {n} x {n} block")
             continue
-        slack = _dual_slack(model.sdp, k, lam)
+        slack = model.sdp.slack_matrix(k, lam).toarray()
         for constraint in owners:
             duals[constraint.id] = slack
     return duals
-
-
-def _dual_slack(sdp: SDPProblem, k: int, lam: np.ndarray) -> np.ndarray:
-    """S_k = C_k - sum_i lambda_i A_ik, dense."""
-    n = sdp.block_sizes[k]
-    rows, cols, vals = sdp.C_coords[k]
-    coeff = sdp.A_coords[k]
-    lower = sp.coo_array((np.concatenate([vals, -lam[coeff.con] * coeff.val]),
-                          (np.concatenate([rows, coeff.row]), np.concatenate([cols, coeff.col]))),
-                         shape=(n, n)).toarray()
-    return lower + np.tril(lower, -1).T
 
 
 cp.Problem.register_solve(METHOD_NAME, solve_structured)

@@ -333,6 +333,13 @@ class SDPProblem:
         pick = c.con == i
         return self._symmetric(c.row[pick], c.col[pick], c.val[pick], self.block_sizes[k])
 
+    def slack_matrix(self, k: int, lam) -> sp.csr_array:
+        """S_k = C_k - sum_i lam_i A_ik as a full symmetric sparse matrix."""
+        rows, cols, vals = self.C_coords[k]
+        c = self.A_coords[k]
+        return self._symmetric(np.concatenate([rows, c.row]), np.concatenate([cols, c.col]),
+                               np.concatenate([vals, -np.asarray(lam)[c.con] * c.val]), self.block_sizes[k])
+
     @staticmethod
     def _symmetric(rows, cols, vals, n) -> sp.csr_array:
         off = rows != cols
