@@ -10,7 +10,10 @@ when the runner gets to it (large instances are generated one at a time). Suites
   k-mer graphs of the paper's largest instance), sizes given as n;
 - ``completion``: nuclear-norm completion of a random rank-r n1 x n1 matrix from m entries, sizes ``n1:m`` or
   ``n1:m:r`` (r = 5 unless given);
-- ``sdplib``: SDPA files of ``../shared/data/sdplib`` against their known optima.
+- ``sdplib``: SDPA files of ``../shared/data/sdplib`` against their known optima;
+- ``theta``: the Lovasz theta function of Hamming graphs H(d, q) (sizes ``d:q``, theta = q^(d - 1) exactly) or of
+  graphs read from files (a path, absolute or under the data folder), each in both formulations of
+  ``models.theta_problem`` unless the size names one (``d:q:sparse``, ``path:low_rank``).
 
 Profiles: ``accurate`` is the solver's defaults (the certified criterion: primal residual per constraint and
 certified gap within tol). ``paper`` is how the cuLoRADS paper's times were taken: the tuned settings of the
@@ -26,11 +29,15 @@ from pathlib import Path
 
 from cvxpy_culorads import read_sdpa
 from cvxpy_culorads.models import (
+    THETA_FORMULATIONS,
     completion_error,
     completion_problem,
+    hamming_graph,
+    hamming_theta,
     maxcut_problem,
     random_low_rank_instance,
     read_graph,
+    theta_problem,
 )
 
 import datasets
@@ -146,11 +153,36 @@ def _sdplib(names: str, device: str) -> list[Instance]:
             for name in names.split(",")]
 
 
+def _theta(names: str, device: str) -> list[Instance]:
+    out = []
+    for size in names.split(","):
+        parts = size.split(":")
+        formulations = THETA_FORMULATIONS
+        if parts[-1] in THETA_FORMULATIONS:
+            formulations, parts = (parts[-1],), parts[:-1]
+        if len(parts) == 2:
+            d, q = int(parts[0]), int(parts[1])
+            label, graph, reference = f"H({d},{q})", (lambda d=d, q=q: hamming_graph(d, q)), hamming_theta(d, q)
+        else:
+            path = Path(parts[0]) if Path(parts[0]).is_absolute() else DATA / parts[0]
+            label, graph, reference = path.name, (lambda path=path: read_graph(path)), None
+
+        def builder(graph, formulation, name):
+            def build():
+                W = graph()
+                return theta_problem(W, formulation, name=name), lambda result: dict(edges=W.nnz // 2)
+            return build
+        out += [Instance(f"theta_{label}_{formulation}", builder(graph, formulation, f"theta_{label}"), None,
+                         dict(_PAPER_RULE), reference=reference) for formulation in formulations]
+    return out
+
+
 SUITES = {"gset": _gset, "rgg": _graph_family("rgg"), "delaunay": _graph_family("delaunay"), "sparse": _sparse,
-          "completion": _completion, "sdplib": _sdplib}
+          "completion": _completion, "sdplib": _sdplib, "theta": _theta}
 
 DEFAULT_SIZES = {"gset": "G1,G11,G22,G43,G60,G63,G64,G67,G81", "rgg": "15,17,19,20", "delaunay": "13,14,16,18",
-                 "sparse": "1e6,1e7", "completion": "1000:200000,10000:7700000", "sdplib": "mcp124-1,theta1,truss1"}
+                 "sparse": "1e6,1e7", "completion": "1000:200000,10000:7700000", "sdplib": "mcp124-1,theta1,truss1",
+                 "theta": "3:10,4:10"}
 
 
 def instances(suite: str, names: str | None, device: str) -> list[Instance]:

@@ -2,7 +2,8 @@
 
 Public API:
 
-- :class:`SDPProblem`: the problem form (PSD blocks, an optional nonnegative block, equalities).
+- :class:`SDPProblem`: the problem form (PSD blocks, an optional nonnegative block, equalities); data may
+  include :class:`LowRank` terms U diag(d) U', kept factored.
 - :func:`solve`: run LoRADS, returns a :class:`Result` with a :class:`Status`; settings in
   :class:`Settings`.
 - :func:`read_sdpa` / :func:`write_sdpa`: SDPA sparse files.
@@ -22,6 +23,7 @@ from ._cvxpy_hook import register_when_cvxpy_is_imported
 from .backend import available_devices, gpu_available
 from .driver import solve
 from .io import read_sdpa, write_sdpa
+from .lowrank import LowRank, SparsePlusLowRank
 from .problem import BlockCoefficients, SDPProblem
 from .result import Errors, Result, Status
 from .settings import Settings
@@ -34,7 +36,8 @@ except _metadata.PackageNotFoundError:  # a source tree on sys.path that pip has
 _CVXPY_NAMES = ("CULORADS", "register")  # from cvxpy_interface, which imports CVXPY
 
 __all__ = [
-    "SDPProblem", "BlockCoefficients", "solve", "Settings", "Result", "Errors", "Status", "read_sdpa", "write_sdpa",
+    "SDPProblem", "BlockCoefficients", "LowRank", "SparsePlusLowRank", "solve", "Settings", "Result", "Errors",
+    "Status", "read_sdpa", "write_sdpa",
     "available_devices", "gpu_available", "__version__", *_CVXPY_NAMES,
 ]
 

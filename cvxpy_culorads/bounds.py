@@ -16,6 +16,11 @@ certified dual bound:
 - **objective**: when every C_k is diagonally dominant with C_k >= c I (Gershgorin) and c_lp >= c > 0, the
   total trace T is at most <C, X>/c, and the inequality above gives p* >= b'lambda / (1 + theta_max / c)
   (matrix completion's C = I / 2);
+- **negative diagonal objective**: with one PSD block and no nonnegative variables, a diagonal C <= 0 bounds the
+  diagonal entries it weights through the objective, sum_{C_jj < 0} X_jj <= -<C, X>/c (c the smallest |C_jj|
+  there), and the other diagonal entries by the absolute bounds: tr X* <= tau_rest - p*/c at an optimum, so
+  p* >= (b'lambda - theta tau_rest) / (1 - theta/c) while theta < c (the stable-set form of the theta function:
+  max sum_i Y_ii with Y_00 = 1 has tr Y = 1 + theta(G));
 - **user**: the setting ``trace_bound``, an upper bound on sum_k tr(X_k) + sum_j x_j of an optimal solution,
   gives p* >= b'lambda - max(theta, sigma) * trace_bound.
 
@@ -59,24 +64,28 @@ class TraceBounds:
     - ``blocks``: tau_k >= tr(X_k) per PSD block (inf where the data bound nothing);
     - ``lp``: u_j >= x_j per nonnegative variable (inf where unbounded);
     - ``curvature``: c > 0 with C_k >= c I for every block and c_lp >= c, else 0;
-    - ``user``: the setting ``trace_bound`` (None when not given).
+    - ``user``: the setting ``trace_bound`` (None when not given);
+    - ``negative_diagonal``: (tau_rest, c) of the negative diagonal objective rule, or None where it does not apply.
     """
 
     blocks: tuple[float, ...]
     lp: np.ndarray
     curvature: float
     user: float | None
+    negative_diagonal: tuple[float, float] | None = None
 
     @classmethod
     def of(cls, problem, user: float | None = None) -> TraceBounds:
         nonneg_diagonal = _nonnegative_diagonal_constraints(problem)
-        blocks = []
-        for coeff, n in zip(problem.A_coords, problem.block_sizes):
+        blocks, negative_diagonal = [], None
+        for k, (coeff, n) in enumerate(zip(problem.A_coords, problem.block_sizes)):
             pick = nonneg_diagonal[coeff.con]  # such constraints have diagonal entries only
             con, row, val = coeff.con[pick], coeff.row[pick], coeff.val[pick]
             ratio = problem.b[con] / val
             entries = _entry_bounds(row, ratio, n)
             tau = float(entries.sum())
+            if problem.num_blocks == 1 and not problem.n_lp:
+                negative_diagonal = _negative_diagonal(problem, k, entries)
             # one constraint on the whole diagonal: sum_j a_j X_jj <= b_i, so tr X <= b_i / min_j a_j
             covering = np.flatnonzero(np.bincount(con, minlength=problem.m) == n)
             if covering.size:
@@ -90,7 +99,7 @@ class TraceBounds:
             pick = nonneg_diagonal[A_lp.row]
             lp = _entry_bounds(A_lp.col[pick].astype(np.int64), problem.b[A_lp.row[pick]] / A_lp.data[pick],
                                problem.n_lp) if np.any(pick) else lp
-        return cls(tuple(blocks), lp, _objective_curvature(problem), user)
+        return cls(tuple(blocks), lp, _objective_curvature(problem), user, negative_diagonal)
 
     def weights(self, dual_objective: float) -> list[float | None]:
         """Per PSD block, what one unit of -lambda_min(S_k) costs the dual bound (tau_k, else the share the
@@ -98,6 +107,9 @@ class TraceBounds:
         shared = None
         if self.curvature > 0.0:
             shared = abs(dual_objective) / self.curvature
+        elif self.negative_diagonal is not None:
+            rest, scale = self.negative_diagonal
+            shared = rest + max(0.0, -dual_objective) / scale
         elif self.user is not None:
             shared = self.user
         return [tau if np.isfinite(tau) else shared for tau in self.blocks]
@@ -129,6 +141,10 @@ class TraceBounds:
         if self.curvature > 0.0:
             candidates.append((dual_objective / (1.0 + worst / self.curvature),
                                f"the objective's curvature C >= {self.curvature:.3g} I"))
+        if self.negative_diagonal is not None and worst < self.negative_diagonal[1]:
+            rest, scale = self.negative_diagonal
+            candidates.append(((dual_objective - worst * rest) / (1.0 - worst / scale),
+                               "the trace bounded through a negative diagonal objective"))
         if self.user is not None:
             candidates.append((dual_objective - worst * self.user, f"trace_bound = {self.user:g}"))
         if not candidates:
@@ -141,16 +157,34 @@ class TraceBounds:
 def _nonnegative_diagonal_constraints(problem) -> np.ndarray:
     """Mask of the constraints whose coefficients are all on diagonals and nonnegative, with b_i >= 0."""
     bad = np.zeros(problem.m, dtype=bool)
-    for coeff in problem.A_coords:
+    for coeff, terms in zip(problem.A_coords, problem.A_low_rank):
         bad[coeff.con[(coeff.row != coeff.col) | (coeff.val < 0)]] = True
+        bad[terms.con] = True  # a low-rank term is not diagonal
     A_lp = problem.A_lp.tocoo()
     bad[A_lp.row[A_lp.data < 0]] = True
     return ~bad & (problem.b >= 0)
 
 
+def _negative_diagonal(problem, k: int, entries: np.ndarray) -> tuple[float, float] | None:
+    """(tau_rest, c) for block k when C_k is diagonal (no low-rank term) with negative entries, c the smallest
+    |C_jj|, and every other diagonal entry has a finite bound in ``entries`` (their sum is tau_rest); else None."""
+    rows, cols, vals = problem.C_coords[k]
+    if problem.C_low_rank[k] is not None or not vals.size or np.any(rows != cols) or np.any(vals >= 0):
+        return None
+    rest = np.ones(entries.size, dtype=bool)
+    rest[rows] = False
+    if not np.all(np.isfinite(entries[rest])):
+        return None
+    return float(entries[rest].sum()), float(np.abs(vals).min())
+
+
 def _objective_curvature(problem) -> float:
-    """The largest c with every C_k >= c I by Gershgorin's discs and c_lp >= c, if positive; else 0."""
+    """The largest c with every C_k >= c I by Gershgorin's discs and c_lp >= c, if positive; else 0. A low-rank term
+    with weights d >= 0 is PSD and only adds to the bound of the sparse part; one with a negative weight may take
+    any amount away, so its block bounds nothing."""
     smallest = [float(problem.c_lp.min())] if problem.n_lp else []
+    if any(term is not None and term.d.min() < 0 for term in problem.C_low_rank):
+        return 0.0
     for (rows, cols, vals), n in zip(problem.C_coords, problem.block_sizes):
         diagonal = rows == cols
         centre = np.bincount(rows[diagonal], vals[diagonal], minlength=n)
@@ -173,12 +207,14 @@ class FixedDiagonals:
     @classmethod
     def of(cls, problem, offsets, xp) -> FixedDiagonals | None:
         """The fixed rows of ``problem`` (blocks at ``offsets`` of the stacked factor), as arrays of ``xp``."""
-        entries = np.bincount(np.concatenate([c.con for c in problem.A_coords] + [problem.A_lp.tocoo().row]),
+        # a low-rank term counts as two entries: its constraint is never one with a single diagonal entry
+        entries = np.bincount(np.concatenate([c.con for c in problem.A_coords] + [problem.A_lp.tocoo().row]
+                                             + [np.repeat(t.con, 2) for t in problem.A_low_rank]),
                               minlength=problem.m)
         blocks = []
-        for coeff, offset, n in zip(problem.A_coords, offsets, problem.block_sizes):
+        for coeff, terms, offset, n in zip(problem.A_coords, problem.A_low_rank, offsets, problem.block_sizes):
             single = (entries[coeff.con] == 1) & (coeff.row == coeff.col) & (coeff.val > 0)
-            if not coeff.con.size or not np.all(single):
+            if not coeff.con.size or terms.size or not np.all(single):
                 continue
             targets = problem.b[coeff.con] / coeff.val
             if np.any(targets <= 0) or np.bincount(coeff.row, minlength=n).max() > 1:

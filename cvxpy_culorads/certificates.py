@@ -24,6 +24,7 @@ import numpy as np
 
 from .kernels import kernels_for
 from .krylov import conjugate_gradient, lanczos_smallest
+from .layout import LowRankUpdate, symmetric_times
 from .measures import ProblemNorms
 from .memory import deflation_fits
 
@@ -179,7 +180,7 @@ def _deflated_eigenpair(block, factor, backend, accuracy: float, seed: int, gues
     Q = _orthonormal_range(factor, backend)
     if Q.shape[1] == 0 or Q.shape[1] > DEFLATION_MAX_SHARE * n or not deflation_fits(backend, n, Q.shape[1]):
         return None
-    SQ = kernels_for(backend).csr_matmul(block, Q)
+    SQ = symmetric_times(kernels_for(backend), block, Q)
     H = backend.to_host(Q.T @ SQ)
     ritz_values, ritz_vectors = np.linalg.eigh(0.5 * (H + H.T))
     residual_gram = backend.to_host(SQ.T @ SQ) - H.T @ H  # E'E = (SQ)'SQ - H'H, as Q'SQ = H
@@ -225,7 +226,8 @@ def _near_invariant(values: np.ndarray, vectors: np.ndarray, residual_gram: np.n
     inside = np.minimum.accumulate(values[order])
     outside = np.append(np.minimum.accumulate(values[order][::-1])[::-1][1:], values.max())
     separation = np.maximum(outside - inside, np.finfo(float).tiny)
-    estimate = np.minimum(inside, outside) - coupling / separation
+    with np.errstate(over="ignore"):  # a coupling over a tiny separation: that set's estimate is -inf
+        estimate = np.minimum(inside, outside) - coupling / separation
     keep = np.zeros(values.size, dtype=bool)
     keep[order[:int(np.argmax(estimate)) + 1]] = True
     return keep
@@ -246,6 +248,8 @@ def _orthonormal_range(factor, backend):
 
 def _gershgorin_lower(matrix, backend) -> float:
     """min_i (S_ii - sum_{j != i} |S_ij|) of a sparse symmetric matrix: a lower bound on its eigenvalues."""
+    if isinstance(matrix, LowRankUpdate):
+        return matrix.gershgorin_lower()
     xp = backend.xp
     absolute = matrix.copy()
     absolute.data = xp.abs(absolute.data)

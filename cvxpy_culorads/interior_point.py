@@ -123,6 +123,7 @@ class InteriorPointPhase:
         self.row_scale = row_scale
         self.target = TARGET_SHARE * tol
         xp = self.xp
+        problem = problem.expanded()  # the method works on dense blocks anyway
         self.blocks = [_Block(problem, k, backend) for k in range(problem.num_blocks)]
         self.b = xp.asarray(problem.b)
         self.c_lp = xp.asarray(problem.c_lp)

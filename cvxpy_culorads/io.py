@@ -274,10 +274,12 @@ def write_sdpa(problem: SDPProblem, path: str | os.PathLike) -> None:
 
     The inverse of :func:`read_sdpa`: ``F0 = -C``, ``F_i = A_i``, ``c = b``, values with 17 significant
     digits so that reading the file back reproduces the problem exactly. The PSD blocks come first, then
-    the nonnegative variables as one diagonal block.
+    the nonnegative variables as one diagonal block. The format has no low-rank terms: they are written expanded
+    (n^2 entries per term).
     """
     if problem.m == 0:
         raise ValueError("the SDPA format needs at least one constraint")
+    problem = problem.expanded()
     sizes = list(problem.block_sizes) + ([-problem.n_lp] if problem.n_lp else [])
     entries = []
     for k, ((rows, cols, vals), coeff) in enumerate(zip(problem.C_coords, problem.A_coords), start=1):

@@ -16,6 +16,7 @@ import numpy as np
 import scipy.linalg
 
 from .kernels import kernels_for
+from .layout import symmetric_times
 from .memory import KEPT_RITZ_SHARE, affordable_lanczos_steps
 
 __all__ = ["conjugate_gradient", "lanczos_smallest"]
@@ -119,7 +120,7 @@ def lanczos_smallest(matrix, n: int, backend, accuracy: float, seed: int, guess=
             projection[np.arange(kept), np.arange(kept)] = xp.asarray(ritz_values[:kept])
         last = steps  # the steps of this cycle that ran: fewer when the deadline cut it short
         for j in range(kept, steps):
-            w = complement(kernels.csr_matmul(matrix, basis[j]))  # on the GPU no cuSPARSE set-up per product
+            w = complement(symmetric_times(kernels, matrix, basis[j]))  # on the GPU no cuSPARSE set-up per product
             kernels.lanczos_extend(basis, j, w, projection, complement)
             # one cycle of n = 3e5 takes 1.5 s on a CPU. The host's clock, unsynchronised: on the GPU the host runs
             # at most this cycle's launches ahead, and a synchronisation would make it wait for every step

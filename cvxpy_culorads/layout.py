@@ -25,6 +25,13 @@ pattern once; the CG of phase II applies A*(.) alone. For MaxCut, where C has al
 A*(y) is diagonal, a step then reads the edges once instead of three times. Memory is
 O(nnz(A) + nnz(C)), never O(n^2); sym(U V') is only ever formed on Omega_A by the
 sampled-product kernel. The operator knows nothing about phases or stopping rules.
+
+Low-rank terms U diag(d) U' (``lowrank.py``) stay factored: their columns, placed in the stacked row space, form
+one n_rows x K factor per kind (:class:`FactoredTerms`). For the objective's, C V gains U (d * (U'V)). A
+constraint's column l is one more "position" of the sampled vector, with value (U'R)_l . (U'R)_l = u_l'RR'u_l, and
+one more column of ``A_fold`` (entry d_l in row con_l), so A(X) = A_fold @ w still holds; the adjoint's values
+gain one entry per column (y_{con_l} d_l), which :meth:`CompressedOperator.adjoint_times` applies as U (t * (U'V)).
+Without such terms every array is exactly as above.
 """
 from __future__ import annotations
 
@@ -35,7 +42,9 @@ import scipy.sparse as sp
 
 from .kernels import kernels_for
 
-__all__ = ["CompressedOperator", "BlockLayout"]
+__all__ = ["CompressedOperator", "BlockLayout", "FactoredTerms", "LowRankUpdate", "symmetric_times"]
+
+DENSE_FACTOR_FILL = 0.25  # a factor of low-rank terms at least this full is kept dense (BLAS products)
 
 
 @dataclass(frozen=True)
@@ -90,6 +99,131 @@ def _symmetric_csr(backend, rows, cols, vals, n: int, index_dtype):
                 xp.concatenate([vals, vals[off]]), (n, n), index_dtype)
 
 
+class FactoredTerms:
+    """The columns u_1..u_K of the low-rank terms of one kind, as an n_rows x K factor U on a backend: dense when at
+    least ``DENSE_FACTOR_FILL`` of it is nonzero (theta's all-ones column: U'V is a BLAS product), else CSR with its
+    transpose. Only products with U and U' are needed: sum_l t_l u_l u_l' V = U (t * (U'V))."""
+
+    def __init__(self, backend, U, Ut=None):
+        self.backend, self.U, self.Ut = backend, U, Ut
+        self.dense = Ut is None
+        self.shape = U.shape
+
+    @classmethod
+    def of(cls, backend, rows, cols, vals, count: int, n_rows: int) -> FactoredTerms | None:
+        """From host coordinates in the stacked row space (None when there are no columns)."""
+        if not count:
+            return None
+        factor = sp.csr_array((vals, (rows, cols)), shape=(n_rows, count))
+        if factor.nnz >= DENSE_FACTOR_FILL * n_rows * count:
+            return cls(backend, backend.xp.asarray(factor.toarray()))
+        return cls(backend, backend.csr(factor), backend.csr(sp.csr_array(factor.T)))
+
+    def project(self, V):
+        """U' V."""
+        return self.U.T @ V if self.dense else self.Ut @ V
+
+    def expand(self, W):
+        """U W."""
+        return self.U @ W
+
+    def times(self, weights, V):
+        """U diag(weights) U' V."""
+        projected = self.project(V)
+        projected *= weights[:, None] if projected.ndim == 2 else weights
+        return self.expand(projected)
+
+    def squares(self):
+        """U * U (elementwise), in U's form."""
+        return self.U * self.U if self.dense else self.U.multiply(self.U)
+
+    def absolute(self):
+        return abs(self.U)
+
+    def rows(self, start: int, stop: int) -> FactoredTerms:
+        """The rows [start, stop) of U."""
+        part = self.U[start:stop]
+        return FactoredTerms(self.backend, part, None if self.dense else part.T.tocsr())
+
+
+class LowRankUpdate:
+    """A symmetric matrix on a backend given as a sparse part plus U diag(weights) U' (:class:`FactoredTerms`): the
+    dual slack and the Farkas matrix of a problem with low-rank terms, in the few forms the eigensolvers use
+    (products, diagonal blocks, the diagonal, dense copies of small blocks, Gershgorin's bound)."""
+
+    def __init__(self, sparse, terms: FactoredTerms, weights):
+        self.sparse, self.terms, self.weights = sparse, terms, weights
+        self.shape = sparse.shape
+
+    def times(self, V, kernels):
+        out = kernels.csr_matmul(self.sparse, V)
+        out += self.terms.times(self.weights, V)
+        return out
+
+    def __getitem__(self, index):
+        rows, cols = index
+        if rows != cols or not isinstance(rows, slice) or rows.step not in (None, 1):
+            raise IndexError("a LowRankUpdate gives diagonal blocks only")
+        start, stop, _ = rows.indices(self.shape[0])
+        return LowRankUpdate(self.sparse[rows, cols], self.terms.rows(start, stop), self.weights)
+
+    def diagonal(self):
+        return self.sparse.diagonal() + self.terms.squares() @ self.weights
+
+    def toarray(self):
+        dense = self.sparse.toarray()
+        U = self.terms.U if self.terms.dense else self.terms.U.toarray()
+        return dense + (U * self.weights) @ U.T
+
+    def gershgorin_lower(self) -> float:
+        """min_i (S_ii - r_i) with r_i >= sum_{j != i} |S_ij|: the low-rank part's entries are bounded by
+        |L_ij| <= sum_l |w_l| |u_il| |u_jl| (row sums of |U| diag(|w|) |U|')."""
+        xp = self.terms.backend.xp
+        absolute = self.sparse.copy()
+        absolute.data = xp.abs(absolute.data)
+        ones = xp.ones(self.shape[0])
+        sparse_diagonal = self.sparse.diagonal()
+        magnitudes, weights = self.terms.absolute(), xp.abs(self.weights)
+        term_rows = magnitudes @ (weights * (magnitudes.T @ ones))
+        term_diagonal = self.terms.squares() @ weights
+        radius = absolute @ ones - xp.abs(sparse_diagonal) + term_rows - term_diagonal
+        return float(xp.min(self.diagonal() - radius))
+
+
+def symmetric_times(kernels, matrix, V):
+    """``matrix @ V`` for the eigensolvers' matrices: a backend CSR matrix or a :class:`LowRankUpdate`."""
+    if isinstance(matrix, LowRankUpdate):
+        return matrix.times(V, kernels)
+    return kernels.csr_matmul(matrix, V)
+
+
+def _term_squares(rows, cols, vals, count: int, con, weights, m: int) -> np.ndarray:
+    """Per constraint, ||sum over its columns l of d_l u_l u_l'||_F^2 = sum_jl d_j d_l (u_j'u_l)^2 (host)."""
+    if not count:
+        return np.zeros(m)
+    factor = sp.csr_array((vals, (rows, cols)), shape=(int(rows.max(initial=0)) + 1, count))
+    gram = sp.coo_array(factor.T @ factor)
+    same = con[gram.row] == con[gram.col]
+    return np.bincount(con[gram.row[same]], weights[gram.row[same]] * weights[gram.col[same]] * gram.data[same] ** 2,
+                       minlength=m)
+
+
+def _stacked_terms(offsets, terms) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """(rows, columns, values, column count) of the low-rank terms' factors (one LowRank or None per block) in the
+    stacked row space, columns numbered block after block."""
+    rows, cols, vals, count = [], [], [], 0
+    for offset, term in zip(offsets, terms):
+        if term is None:
+            continue
+        coo = sp.coo_array(term.U)
+        rows.append(coo.row.astype(np.int64) + offset), cols.append(coo.col.astype(np.int64) + count)
+        vals.append(coo.data)
+        count += term.rank
+    if not count:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0), 0
+    return np.concatenate(rows), np.concatenate(cols), np.concatenate(vals), count
+
+
 class CompressedOperator:
     """The problem's data on one backend, in the column-compressed layout described above."""
 
@@ -118,11 +252,18 @@ class CompressedOperator:
         # ||A_i|| ~ 1e4, b_i ~ 2, which left the ADMM CG at its iteration cap). One scalar keeps the relative
         # row weights: per-row scaling shrank the all-ones row of gpp100 and slowed it 100x. The multipliers
         # of the scaled rows are s * lambda, C - A*(lambda) is unchanged, residuals need ``row_scale``.
+        constraint_terms = _stacked_terms(layout.offsets, [t.term for t in problem.A_low_rank])
+        term_rows, term_cols, term_vals, term_count = constraint_terms
+        present = [t for t in problem.A_low_rank if t.term is not None]
+        term_con = np.concatenate([t.con for t in present]) if present else np.zeros(0, np.int64)
+        term_weights = np.concatenate([t.term.d for t in present]) if present else np.zeros(0)
         self.row_scale = 1.0
         if rescale:
             squares = np.bincount(a_cons, np.where(a_rows == a_cols, 1.0, 2.0) * a_vals ** 2, minlength=self.m)
+            squares = squares + _term_squares(*constraint_terms, term_con, term_weights, self.m)
             self.row_scale = float(np.median(np.sqrt(squares[squares > 0]))) if np.any(squares > 0) else 1.0
             a_vals = a_vals / self.row_scale
+            term_weights = term_weights / self.row_scale
 
         # The sorting and indexing below run on the backend (on the GPU for large problems); the
         # coordinates are unique per position already (SDPProblem sums duplicates, blocks are disjoint).
@@ -133,6 +274,17 @@ class CompressedOperator:
         idx = self._index_dtype(max(n_rows, 2 * c_vals.size, 2 * a_vals.size))  # symmetric patterns
         self.C = _symmetric_csr(backend, c_rows, c_cols, c_vals, n_rows, idx)
         del c_rows, c_cols, c_vals
+        objective_terms = _stacked_terms(layout.offsets, problem.C_low_rank)
+        self.objective_terms = FactoredTerms.of(backend, *objective_terms, n_rows)
+        self.objective_weights = xp.asarray(np.concatenate([t.d for t in problem.C_low_rank if t is not None])
+                                            if self.objective_terms is not None else np.zeros(0))
+        self.constraint_terms = FactoredTerms.of(backend, term_rows, term_cols, term_vals, term_count, n_rows)
+        # the dual slack's terms: the objective's columns, then the constraints'
+        objective_count = objective_terms[3]
+        self.slack_terms = FactoredTerms.of(
+            backend, np.concatenate([objective_terms[0], term_rows]),
+            np.concatenate([objective_terms[1], term_cols + objective_count]),
+            np.concatenate([objective_terms[2], term_vals]), objective_count + term_count, n_rows)
 
         # Omega_A, the positions some A_i touches: the only place where sym(U V') is ever sampled.
         a_keys = key(a_rows, a_cols)
@@ -141,18 +293,27 @@ class CompressedOperator:
         self.rows, self.cols = (omega // n_rows).astype(idx), (omega % n_rows).astype(idx)
         del a_keys, a_rows, a_cols, omega
         fold = xp.where(self.rows == self.cols, 1.0, 2.0)
-        self.A_fold = _csr(backend, a_cons, a_pos, a_vals * fold[a_pos], (self.m, self.rows.size), idx)
-        self.At_raw = _csr(backend, a_pos, a_cons, a_vals, (self.rows.size, self.m), idx)
+        # the sampled vector: the positions of Omega_A, then one entry per low-rank constraint column
+        self.positions = self.rows.size
+        sampled = self.positions + term_count
+        term_con, term_weights = xp.asarray(term_con), xp.asarray(term_weights)
+        term_pos = self.positions + xp.arange(term_count)
+        self.A_fold = _csr(backend, xp.concatenate([a_cons, term_con]), xp.concatenate([a_pos, term_pos]),
+                           xp.concatenate([a_vals * fold[a_pos], term_weights]), (self.m, sampled), idx)
+        self.At_raw = _csr(backend, xp.concatenate([a_pos, term_pos]), xp.concatenate([a_cons, term_con]),
+                           xp.concatenate([a_vals, term_weights]), (sampled, self.m), idx)
         del a_cons, a_pos, a_vals, fold
         # w_p = sum_i A_fold[i, p]^2 per position, for phase II's preconditioner when every A_i is diagonal
         self.diagonal_weights = (xp.bincount(self.A_fold.indices, weights=self.A_fold.data ** 2,
-                                             minlength=self.rows.size)
-                                 if bool(xp.all(self.rows == self.cols)) else None)
+                                             minlength=self.positions)
+                                 if not term_count and bool(xp.all(self.rows == self.cols)) else None)
 
         # Symmetric pattern of A*(y): each off-diagonal position of Omega_A appears in both triangles.
-        positions = xp.arange(self.rows.size)
+        positions = xp.arange(self.positions)
         self.S = _symmetric_csr(backend, self.rows, self.cols, positions.astype(np.float64), n_rows, idx)
-        self.S_gather = self.S.data.astype(idx)  # position in Omega_A of each entry (exact in float64)
+        self.pattern_size = int(self.S.data.size)
+        # position in Omega_A of each entry (exact in float64), then the low-rank columns' entries
+        self.S_gather = xp.concatenate([self.S.data.astype(idx), term_pos.astype(idx)])
         self.b = xp.asarray(problem.b) / self.row_scale
 
     @staticmethod
@@ -161,12 +322,28 @@ class CompressedOperator:
 
     # ------------------------------------------------------------------ forward operator
     def sample(self, U, V=None):
-        """sym(U V') at the positions the constraints touch (U U' when V is None)."""
-        return self.kernels.sym_sample(self.rows, self.cols, U, V)
+        """sym(U V') at the positions the constraints touch (U U' when V is None), then the low-rank constraint
+        columns' u_l'U V'u_l."""
+        if self.constraint_terms is None:
+            return self.kernels.sym_sample(self.rows, self.cols, U, V)
+        out = self.backend.xp.empty(self.A_fold.shape[1])
+        self.kernels.sym_sample(self.rows, self.cols, U, V, out=out[:self.positions])
+        projected = self.constraint_terms.project(U)
+        other = projected if V is None else self.constraint_terms.project(V)
+        out[self.positions:] = (projected * other).sum(axis=1)
+        return out
 
     def sample_pair(self, R, D):
-        """Columns sym(R D') and D D' at the positions the constraints touch, for the line search."""
-        return self.kernels.sym_sample_pair(self.rows, self.cols, R, D)
+        """Columns sym(R D') and D D' at the positions the constraints touch (then the low-rank columns'), for the
+        line search."""
+        if self.constraint_terms is None:
+            return self.kernels.sym_sample_pair(self.rows, self.cols, R, D)
+        out = self.backend.xp.empty((self.A_fold.shape[1], 2))
+        self.kernels.sym_sample_pair(self.rows, self.cols, R, D, out=out[:self.positions])
+        projected_R, projected_D = self.constraint_terms.project(R), self.constraint_terms.project(D)
+        out[self.positions:, 0] = (projected_R * projected_D).sum(axis=1)
+        out[self.positions:, 1] = (projected_D * projected_D).sum(axis=1)
+        return out
 
     def residual_norm(self, residual) -> float:
         """||A(X) - b||_2 of the unscaled problem, from the residual of the scaled rows."""
@@ -178,7 +355,10 @@ class CompressedOperator:
 
     def objective_times(self, V, out=None):
         """C V."""
-        return self.kernels.csr_matmul(self.C, V, out=out)
+        out = self.kernels.csr_matmul(self.C, V, out=out)
+        if self.objective_terms is not None:
+            out += self.objective_terms.times(self.objective_weights, V)
+        return out
 
     def objective(self, R):
         """<C, R R'> = <R, C R> (a device scalar)."""
@@ -192,8 +372,17 @@ class CompressedOperator:
     def adjoint_times(self, data, V, out=None, **combine):
         """A*(y) V for the CSR values ``data`` of A*(y) (from :meth:`adjoint_data`); ``combine`` passes
         ``alpha``, ``addend``, ``beta`` on to the kernel for alpha A*(y) V + beta addend."""
-        self.S.data = data
-        return self.kernels.csr_matmul(self.S, V, out=out, **combine)
+        if self.constraint_terms is None:
+            self.S.data = data
+            return self.kernels.csr_matmul(self.S, V, out=out, **combine)
+        self.S.data = data[:self.pattern_size]
+        out = self.kernels.csr_matmul(self.S, V, out=out, **combine)
+        terms = self.constraint_terms.times(data[self.pattern_size:], V)
+        alpha = combine.get("alpha", 1.0)
+        if alpha != 1.0:
+            terms *= alpha
+        out += terms
+        return out
 
     def slack_times(self, y, c_scale, V, CV=None, weight=1.0):
         """weight * (c_scale C + A*(y)) V; ``CV`` is C V when the caller has it already."""
@@ -223,10 +412,21 @@ class CompressedOperator:
         return apply
 
     def slack_matrix(self, lam):
-        """C - A*(lam) as an explicit symmetric block-diagonal CSR matrix (for the eigensolvers)."""
-        return (self.adjoint_matrix(lam, weight=-1.0) + self.C).tocsr()
+        """C - A*(lam) as an explicit symmetric block-diagonal CSR matrix (for the eigensolvers), or a
+        :class:`LowRankUpdate` of one when the problem has low-rank terms."""
+        data = self.adjoint_data(lam, weight=-1.0)
+        self.S.data = data[:self.pattern_size]
+        sparse = (self.S + self.C).tocsr()
+        if self.slack_terms is None:
+            return sparse
+        weights = self.backend.xp.concatenate([self.objective_weights, data[self.pattern_size:]])
+        return LowRankUpdate(sparse, self.slack_terms, weights)
 
     def adjoint_matrix(self, y, weight=1.0):
-        """weight * A*(y) as an explicit symmetric block-diagonal CSR matrix on the constraints' pattern."""
-        self.S.data = self.adjoint_data(y, weight=weight)
-        return self.S.copy()
+        """weight * A*(y) as an explicit symmetric block-diagonal CSR matrix on the constraints' pattern, or a
+        :class:`LowRankUpdate` of one when some constraint has low-rank terms."""
+        data = self.adjoint_data(y, weight=weight)
+        self.S.data = data[:self.pattern_size]
+        if self.constraint_terms is None:
+            return self.S.copy()
+        return LowRankUpdate(self.S.copy(), self.constraint_terms, data[self.pattern_size:])

@@ -27,7 +27,8 @@ class ProblemNorms:
     @classmethod
     def of(cls, problem) -> ProblemNorms:
         A_inf = max([float(np.abs(c.val).max(initial=0.0)) for c in problem.A_coords]
-                    + [float(np.abs(problem.A_lp.data).max(initial=0.0))])
+                    + [float(np.abs(problem.A_lp.data).max(initial=0.0))]
+                    + [t.term.max_abs_entry() for t in problem.A_low_rank if t.term is not None])
         return cls(problem.b_norm_1, problem.b_norm_2, problem.b_norm_inf, problem.C_norm_1, problem.C_norm_inf,
                    A_inf)
 

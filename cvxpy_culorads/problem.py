@@ -7,8 +7,9 @@
                 X_k PSD (k = 1..K),  x >= 0
 
 with every symmetric matrix kept as the coordinates of its lower triangle (row >= col), so storage is
-O(nnz) and never O(n^2). It validates its input once, on construction, and raises ``ValueError``
-naming the block or constraint at fault. It knows nothing about devices or algorithms: the solver
+O(nnz) and never O(n^2); a C_k or A_ik may add low-rank terms U diag(d) U' (``lowrank.py``), kept as
+factors. It validates its input once, on construction, and raises ``ValueError`` naming the block or
+constraint at fault. It knows nothing about devices or algorithms: the solver
 compresses it into device operators (``layout.py``).
 """
 from __future__ import annotations
@@ -21,7 +22,9 @@ from typing import NamedTuple
 import numpy as np
 import scipy.sparse as sp
 
-__all__ = ["SDPProblem", "BlockCoefficients"]
+from .lowrank import LowRank, SparsePlusLowRank
+
+__all__ = ["SDPProblem", "BlockCoefficients", "LowRankCoefficients"]
 
 
 class BlockCoefficients(NamedTuple):
@@ -36,6 +39,35 @@ class BlockCoefficients(NamedTuple):
     row: np.ndarray
     col: np.ndarray
     val: np.ndarray
+
+
+class LowRankCoefficients(NamedTuple):
+    """The low-rank constraint terms of one PSD block: column l of ``term`` (U diag(d) U') belongs to constraint
+    ``con[l]``, so A_ik holds sum over {l : con[l] = i} of d_l u_l u_l' besides its coordinates."""
+
+    con: np.ndarray
+    term: LowRank | None
+
+    @property
+    def size(self) -> int:
+        return self.con.size
+
+
+def _split_low_rank(value, what: str):
+    """(the sparse or dense part or None, the LowRank part or None) of a coefficient given as either."""
+    if isinstance(value, LowRank):
+        return None, value
+    if isinstance(value, SparsePlusLowRank):
+        return value.matrix, value.low_rank
+    return value, None
+
+
+def _checked_term(term: LowRank, n: int, what: str) -> LowRank:
+    if not isinstance(term, LowRank):
+        raise ValueError(f"{what}: expected a LowRank term, got {type(term).__name__}")
+    if term.n != n:
+        raise ValueError(f"{what}: the low-rank term has order {term.n}, the block {n}")
+    return term
 
 
 def _numeric_array(values, what: str) -> np.ndarray:
@@ -167,7 +199,12 @@ class SDPProblem:
       against C otherwise).
     - ``c_lp``: objective of the nonnegative variables, shape ``(n_lp,)``, optional.
     - ``A_lp``: their constraint matrix, ``scipy.sparse`` or dense ``(m, n_lp)``, optional.
+    - ``A_low_rank``: low-rank constraint terms, an iterable of ``(i, k, LowRank(U, d))``: A_ik gains U diag(d) U'
+      (several terms on one (i, k) add), optional.
     - ``name``: a label used in logs.
+
+    A C_k may also be a :class:`~cvxpy_culorads.LowRank` term or a matrix plus one (``C + LowRank(U, d)``): the
+    terms stay factored (theta's objective -J = -1 1' costs n numbers, not n^2).
 
     Values must be finite real numbers: integer, float or boolean arrays (or Python numbers); complex data
     raise ``ValueError`` rather than losing their imaginary part. Indices and block sizes must be integers;
@@ -186,6 +223,7 @@ class SDPProblem:
         c_lp=None,
         A_lp=None,
         name: str = "sdp",
+        A_low_rank=None,
     ):
         self.name = str(name)
         self.b = _as_real_array(b, "b").ravel().copy()
@@ -193,11 +231,13 @@ class SDPProblem:
         C, A = _per_block(C, "C"), _per_block(A, "A")
         if len(A) != len(C):
             raise ValueError(f"C has {len(C)} blocks but A has {len(A)}")
+        C, C_terms = map(list, zip(*(_split_low_rank(c, f"C of PSD block {k}") for k, c in enumerate(C)))) \
+            if C else ([], [])
         if block_sizes is None:
-            if any(c is None or isinstance(c, tuple) for c in C):
+            if any(c is None and t is None or isinstance(c, tuple) for c, t in zip(C, C_terms)):
                 raise ValueError("block_sizes is required when some C_k is None or given as coordinates")
-            C = [_as_real_matrix(c, f"C of PSD block {k}") for k, c in enumerate(C)]
-            block_sizes = [c.shape[0] for c in C]
+            C = [c if c is None else _as_real_matrix(c, f"C of PSD block {k}") for k, c in enumerate(C)]
+            block_sizes = [t.n if c is None else c.shape[0] for c, t in zip(C, C_terms)]
         sizes = _as_index_array(block_sizes, "block_sizes")
         if sizes.ndim != 1:
             raise ValueError(f"block_sizes: expected one size per PSD block, got {reprlib.repr(block_sizes)}")
@@ -213,6 +253,11 @@ class SDPProblem:
         for k, (Ck, Ak, n) in enumerate(zip(C, A, self.block_sizes)):
             self.C_coords.append(self._objective_block(Ck, n, k))
             self.A_coords.append(self._constraint_block(Ak, n, m, k))
+        self.C_low_rank: list[LowRank | None] = [
+            None if t is None else _checked_term(t, n, f"C of PSD block {k}") for k, (t, n) in
+            enumerate(zip(C_terms, self.block_sizes))]
+        self.A_low_rank: list[LowRankCoefficients] = self._low_rank_constraints(A_low_rank, m)
+        self._expanded: SDPProblem | None = None  # built on first request (``expanded``)
 
         self.c_lp = np.zeros(0) if c_lp is None else _as_real_array(c_lp, "c_lp").ravel().copy()
         self.n_lp = self.c_lp.size
@@ -271,10 +316,34 @@ class SDPProblem:
         con, row, col, val = _sum_duplicates(_entry_keys(con, row, col, n, m), con, row, col, vals=val)
         return BlockCoefficients(con, row, col, val)
 
+    def _low_rank_constraints(self, terms, m: int) -> list[LowRankCoefficients]:
+        """The terms ``(i, k, LowRank)`` grouped by block, columns stacked with their constraint index."""
+        per_block: list[list] = [[] for _ in self.block_sizes]
+        for entry in terms if terms is not None else ():
+            try:
+                i, k, term = entry
+            except (TypeError, ValueError):
+                raise ValueError(f"A_low_rank: expected (constraint, block, LowRank) triples, got "
+                                 f"{reprlib.repr(entry)}") from None
+            i, k = int(_as_index_array(i, "A_low_rank (constraint)")), int(_as_index_array(k, "A_low_rank (block)"))
+            if not 0 <= k < self.num_blocks:
+                raise ValueError(f"A_low_rank: PSD block {k} does not exist ({self.num_blocks} blocks)")
+            what = f"constraint {i}, PSD block {k}"
+            if not 0 <= i < m:
+                raise ValueError(f"{what}: constraint index {i} is outside 0..{m - 1}")
+            per_block[k].append((i, _checked_term(term, self.block_sizes[k], what)))
+        empty = np.zeros(0, np.int64)
+        return [LowRankCoefficients(np.concatenate([np.full(t.rank, i) for i, t in items]),
+                                    LowRank(sp.hstack([t.U for _, t in items], format="csc"),
+                                            np.concatenate([t.d for _, t in items])))
+                if items else LowRankCoefficients(empty, None) for items in per_block]
+
     def _check_constraints_nonempty(self) -> None:
         touched = np.zeros(self.m, dtype=bool)
         for coeff in self.A_coords:
             touched[coeff.con] = True
+        for terms in self.A_low_rank:
+            touched[terms.con] = True
         touched[np.flatnonzero(np.diff(sp.csc_array(self.A_lp.T).indptr))] = True
         empty = np.flatnonzero(~touched & (self.b != 0))
         if empty.size:
@@ -283,9 +352,13 @@ class SDPProblem:
 
     @classmethod
     def from_matrices(cls, C: Sequence, A: Sequence[Sequence], b, c_lp=None, A_lp=None, name="sdp"):
-        """Build from dense or sparse matrices: ``A[i][k]`` is A_ik (``None`` for zero); for small problems."""
-        C = [_as_real_matrix(c, f"C of PSD block {k}") for k, c in enumerate(_per_block(C, "C"))]
-        sizes = [c.shape[0] for c in C]
+        """Build from dense or sparse matrices: ``A[i][k]`` is A_ik (``None`` for zero); for small problems. A C_k or
+        an A_ik may be a :class:`~cvxpy_culorads.LowRank` term or a matrix plus one."""
+        C_parts = [_split_low_rank(c, f"C of PSD block {k}") for k, c in enumerate(_per_block(C, "C"))]
+        sizes = [t.n if c is None and t is not None else _as_real_matrix(c, f"C of PSD block {k}").shape[0]
+                 for k, (c, t) in enumerate(C_parts)]
+        C = [c if t is None else (t if c is None else SparsePlusLowRank(c, t)) for c, t in C_parts]
+        low_rank = []
         A = [_per_block(row, f"A[{i}]") for i, row in enumerate(_per_block(A, "A"))]
         for i, row in enumerate(A):
             if len(row) != len(C):
@@ -295,9 +368,12 @@ class SDPProblem:
         for k, n in enumerate(sizes):
             parts = [[], [], [], []]
             for i in range(m):
-                if A[i][k] is None:
+                matrix, term = _split_low_rank(A[i][k], f"constraint {i}, PSD block {k}")
+                if term is not None:
+                    low_rank.append((i, k, term))
+                if matrix is None:
                     continue
-                Aik = _as_real_matrix(A[i][k], f"constraint {i}, PSD block {k}", (n, n))
+                Aik = _as_real_matrix(matrix, f"constraint {i}, PSD block {k}", (n, n))
                 dense_check = sp.csr_array(Aik)
                 if dense_check.nnz and abs(dense_check - dense_check.T).max() > 1e-12 * max(
                         1.0, np.abs(Aik.data).max()):
@@ -308,7 +384,7 @@ class SDPProblem:
                 parts[2].append(Aik.col[lower])
                 parts[3].append(Aik.data[lower])
             coords.append(tuple(np.concatenate(p) if p else np.zeros(0) for p in parts))
-        return cls(b, C, coords, block_sizes=sizes, c_lp=c_lp, A_lp=A_lp, name=name)
+        return cls(b, C, coords, block_sizes=sizes, c_lp=c_lp, A_lp=A_lp, name=name, A_low_rank=low_rank)
 
     # ------------------------------------------------------------------ sizes and norms
     @property
@@ -321,24 +397,76 @@ class SDPProblem:
 
     @property
     def nnz(self) -> int:
-        return sum(c.val.size for c in self.A_coords) + self.A_lp.nnz
+        """Stored constraint coefficients: coordinates, and the factors' entries of low-rank terms."""
+        return (sum(c.val.size for c in self.A_coords) + self.A_lp.nnz
+                + sum(t.term.U.nnz for t in self.A_low_rank if t.term is not None))
+
+    @property
+    def has_low_rank(self) -> bool:
+        return any(t is not None for t in self.C_low_rank) or any(t.term is not None for t in self.A_low_rank)
 
     def objective_matrix(self, k: int) -> sp.csr_array:
-        """C_k as a full symmetric sparse matrix."""
-        return self._symmetric(*self.C_coords[k], self.block_sizes[k])
+        """C_k as a full symmetric sparse matrix (low-rank terms expanded)."""
+        return self._symmetric(*self.C_coords[k], self.block_sizes[k]) + self._expanded_term(self.C_low_rank[k])
 
     def constraint_matrix(self, i: int, k: int) -> sp.csr_array:
-        """A_ik as a full symmetric sparse matrix (for tests and small problems)."""
+        """A_ik as a full symmetric sparse matrix (low-rank terms expanded; for tests and small problems)."""
         c = self.A_coords[k]
         pick = c.con == i
-        return self._symmetric(c.row[pick], c.col[pick], c.val[pick], self.block_sizes[k])
+        return (self._symmetric(c.row[pick], c.col[pick], c.val[pick], self.block_sizes[k])
+                + self._expanded_term(self._constraint_term(i, k)))
 
     def slack_matrix(self, k: int, lam) -> sp.csr_array:
-        """S_k = C_k - sum_i lam_i A_ik as a full symmetric sparse matrix."""
+        """S_k = C_k - sum_i lam_i A_ik as a full symmetric sparse matrix (low-rank terms expanded)."""
         rows, cols, vals = self.C_coords[k]
         c = self.A_coords[k]
-        return self._symmetric(np.concatenate([rows, c.row]), np.concatenate([cols, c.col]),
-                               np.concatenate([vals, -np.asarray(lam)[c.con] * c.val]), self.block_sizes[k])
+        lam = np.asarray(lam)
+        sparse = self._symmetric(np.concatenate([rows, c.row]), np.concatenate([cols, c.col]),
+                                 np.concatenate([vals, -lam[c.con] * c.val]), self.block_sizes[k])
+        terms = self.A_low_rank[k]
+        weighted = None if terms.term is None else LowRank(terms.term.U, -lam[terms.con] * terms.term.d)
+        return sparse + self._expanded_term(self.C_low_rank[k]) + self._expanded_term(weighted)
+
+    def _constraint_term(self, i: int, k: int) -> LowRank | None:
+        terms = self.A_low_rank[k]
+        pick = np.flatnonzero(terms.con == i)
+        return LowRank(terms.term.U[:, pick], terms.term.d[pick]) if pick.size else None
+
+    def low_rank_constraint_terms(self) -> list[tuple[int, int, LowRank]]:
+        """The low-rank constraint terms as the constructor's ``A_low_rank`` takes them: (i, k, LowRank) per
+        constraint and block."""
+        return [(int(i), k, self._constraint_term(int(i), k))
+                for k, terms in enumerate(self.A_low_rank) for i in np.unique(terms.con)]
+
+    @staticmethod
+    def _expanded_term(term: LowRank | None):
+        return 0 if term is None else sp.csr_array(term.toarray())
+
+    def expanded(self) -> SDPProblem:
+        """The same problem with every low-rank term expanded into coordinates (itself when it has none): O(n^2)
+        entries per term, for the methods that need explicit entries (the interior-point method, SDPA files)."""
+        if not self.has_low_rank:
+            return self
+        if self._expanded is not None:
+            return self._expanded
+        C, A = [], []
+        for k in range(self.num_blocks):
+            C.append(self._with_term(self.C_coords[k], self.C_low_rank[k]))
+            coeff = self.A_coords[k]
+            A.append([(coeff.con, coeff.row, coeff.col, coeff.val)])
+        for i, k, term in self.low_rank_constraint_terms():
+            rows, cols, vals = term.lower_coordinates()
+            A[k].append((np.full(rows.size, i), rows, cols, vals))
+        A = [tuple(map(np.concatenate, zip(*parts))) for parts in A]
+        self._expanded = SDPProblem(self.b, C, A, block_sizes=self.block_sizes, c_lp=self.c_lp, A_lp=self.A_lp,
+                                    name=self.name)
+        return self._expanded
+
+    @staticmethod
+    def _with_term(coords, term: LowRank | None):
+        if term is None:
+            return coords
+        return tuple(map(np.concatenate, zip(coords, term.lower_coordinates())))
 
     @staticmethod
     def _symmetric(rows, cols, vals, n) -> sp.csr_array:
@@ -362,15 +490,20 @@ class SDPProblem:
 
     @property
     def C_norm_1(self) -> float:
-        """Sum of |entries| of all C_k (full symmetric matrices) plus ||c_lp||_1."""
+        """Sum of |entries| of all C_k (full symmetric matrices) plus ||c_lp||_1; low-rank terms add the bound of
+        :meth:`LowRank.abs_sum_bound` (exact for one column, as theta's J)."""
         full = sum(float((np.where(r == c, 1.0, 2.0) * np.abs(v)).sum()) for r, c, v in self.C_coords)
-        return full + float(np.abs(self.c_lp).sum())
+        terms = sum(t.abs_sum_bound() for t in self.C_low_rank if t is not None)
+        return full + terms + float(np.abs(self.c_lp).sum())
 
     @property
     def C_norm_inf(self) -> float:
-        vals = [np.abs(v).max(initial=0.0) for _, _, v in self.C_coords] + [np.abs(self.c_lp).max(initial=0.0)]
+        """The largest |entry| of the C_k and c_lp; a block with a low-rank term counts the sum of its parts' largest
+        entries (an upper bound that never expands the term)."""
+        vals = [np.abs(v).max(initial=0.0) + (0.0 if t is None else t.max_abs_entry())
+                for (_, _, v), t in zip(self.C_coords, self.C_low_rank)] + [np.abs(self.c_lp).max(initial=0.0)]
         return float(max(vals))
 
     def __repr__(self) -> str:
         return (f"SDPProblem(name={self.name!r}, m={self.m}, psd_blocks={list(self.block_sizes)}, "
-                f"n_lp={self.n_lp}, nnz(A)={self.nnz})")
+                f"n_lp={self.n_lp}, nnz(A)={self.nnz}{', low-rank terms' if self.has_low_rank else ''})")

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .lowrank import LowRank
 from .problem import BlockCoefficients, SDPProblem
 
 __all__ = ["DiagonalScaling", "SCALE_SPREAD"]
@@ -30,6 +31,10 @@ def _block_scaling(problem: SDPProblem, k: int) -> np.ndarray | None:
     coeff = problem.A_coords[k]
     on_c, on_a = rows == cols, coeff.row == coeff.col
     parts = [np.abs(vals[on_c]), np.abs(coeff.val[on_a])]
+    terms = [t for t in (problem.C_low_rank[k], problem.A_low_rank[k].term) if t is not None]
+    term_diagonal = np.max([np.abs(t.U.multiply(t.U) @ np.abs(t.d)) for t in terms], axis=0) if terms else None
+    if term_diagonal is not None:
+        parts.append(term_diagonal[term_diagonal > 0])
     present_parts = [part for part in parts if part.size]
     if not present_parts:
         return None
@@ -39,6 +44,8 @@ def _block_scaling(problem: SDPProblem, k: int) -> np.ndarray | None:
     scales = np.zeros(problem.block_sizes[k])
     np.maximum.at(scales, rows[on_c], parts[0])
     np.maximum.at(scales, coeff.row[on_a], parts[1])
+    if term_diagonal is not None:
+        np.maximum(scales, term_diagonal, out=scales)
     present = scales > 0.0
     if scales[present].max() <= SCALE_SPREAD * scales[present].min():
         return None
@@ -60,18 +67,28 @@ class DiagonalScaling:
         return None if all(d is None for d in diagonals) else cls(diagonals)
 
     def apply(self, problem: SDPProblem) -> SDPProblem:
-        """The equivalent problem in Y_k = D_k^-1 X_k D_k^-1: C_k and A_ik become D_k C_k D_k and D_k A_ik D_k."""
+        """The equivalent problem in Y_k = D_k^-1 X_k D_k^-1: C_k and A_ik become D_k C_k D_k and D_k A_ik D_k (a
+        low-rank term's factor U becomes D_k U)."""
         C, A = [], []
-        for (rows, cols, vals), coeff, d in zip(problem.C_coords, problem.A_coords, self.diagonals):
+        for (rows, cols, vals), coeff, term, d in zip(problem.C_coords, problem.A_coords, problem.C_low_rank,
+                                                      self.diagonals):
             if d is None:
-                C.append((rows, cols, vals))
+                C.append((rows, cols, vals) if term is None else (rows, cols, vals) + term)
                 A.append(coeff)
                 continue
-            C.append((rows, cols, vals * d[rows] * d[cols]))
+            scaled = (rows, cols, vals * d[rows] * d[cols])
+            C.append(scaled if term is None else scaled + _scaled_term(term, d))
             A.append(BlockCoefficients(coeff.con, coeff.row, coeff.col, coeff.val * d[coeff.row] * d[coeff.col]))
+        terms = [(i, k, term if self.diagonals[k] is None else _scaled_term(term, self.diagonals[k]))
+                 for i, k, term in problem.low_rank_constraint_terms()]
         return SDPProblem(problem.b, C, A, block_sizes=problem.block_sizes, c_lp=problem.c_lp, A_lp=problem.A_lp,
-                          name=problem.name)
+                          name=problem.name, A_low_rank=terms)
 
     def unscale_factors(self, factors) -> tuple[np.ndarray, ...]:
         """The original problem's factors R_k = D_k R'_k from the scaled problem's."""
         return tuple(R if d is None else d[:, None] * R for R, d in zip(factors, self.diagonals))
+
+
+def _scaled_term(term: LowRank, d: np.ndarray) -> LowRank:
+    """D U diag(w) U' D as a term: the factor's rows scaled by d."""
+    return LowRank(term.U.multiply(d[:, None]), term.d)
