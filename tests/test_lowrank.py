@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from cvxpy_culorads import LowRank, SDPProblem, SparsePlusLowRank, read_sdpa, solve, write_sdpa
+from cvxpy_culorads import LowRank, SDPProblem, SparsePlusLowRank, layout, read_sdpa, solve, write_sdpa
 from cvxpy_culorads.backend import select_backend
 from cvxpy_culorads.bounds import TraceBounds
 from cvxpy_culorads.certificates import smallest_eigenpairs
@@ -50,7 +50,11 @@ def _dense(value) -> np.ndarray:
 
 
 @pytest.mark.parametrize("device", DEVICES)
-def test_operator_with_low_rank_terms_matches_the_expanded_problem(device):
+@pytest.mark.parametrize("dense_factors", [True, False])
+def test_operator_with_low_rank_terms_matches_the_expanded_problem(device, dense_factors, monkeypatch):
+    """Both forms of the factors: dense (BLAS products) and, with the fill threshold out of reach, CSR."""
+    if not dense_factors:
+        monkeypatch.setattr(layout, "DENSE_FACTOR_FILL", 2.0)
     problem = _mixed_problem()
     expanded = problem.expanded()
     assert expanded.has_low_rank is False and problem.has_low_rank
@@ -58,6 +62,7 @@ def test_operator_with_low_rank_terms_matches_the_expanded_problem(device):
     xp = backend.xp
     op, reference = CompressedOperator(problem, backend, rescale=True), CompressedOperator(expanded, backend,
                                                                                           rescale=True)
+    assert op.constraint_terms.dense is dense_factors and op.slack_terms.dense is dense_factors
     assert op.row_scale == pytest.approx(reference.row_scale, rel=1e-12)
     rng = np.random.default_rng(1)
     n_rows = op.layout.n_rows
