@@ -53,7 +53,7 @@ class LowRankCoefficients(NamedTuple):
         return self.con.size
 
 
-def _split_low_rank(value, what: str):
+def _split_low_rank(value):
     """(the sparse or dense part or None, the LowRank part or None) of a coefficient given as either."""
     if isinstance(value, LowRank):
         return None, value
@@ -231,8 +231,7 @@ class SDPProblem:
         C, A = _per_block(C, "C"), _per_block(A, "A")
         if len(A) != len(C):
             raise ValueError(f"C has {len(C)} blocks but A has {len(A)}")
-        C, C_terms = map(list, zip(*(_split_low_rank(c, f"C of PSD block {k}") for k, c in enumerate(C)))) \
-            if C else ([], [])
+        C, C_terms = map(list, zip(*(_split_low_rank(c) for c in C))) if C else ([], [])
         if block_sizes is None:
             if any(c is None and t is None or isinstance(c, tuple) for c, t in zip(C, C_terms)):
                 raise ValueError("block_sizes is required when some C_k is None or given as coordinates")
@@ -354,7 +353,7 @@ class SDPProblem:
     def from_matrices(cls, C: Sequence, A: Sequence[Sequence], b, c_lp=None, A_lp=None, name="sdp"):
         """Build from dense or sparse matrices: ``A[i][k]`` is A_ik (``None`` for zero); for small problems. A C_k or
         an A_ik may be a :class:`~cvxpy_culorads.LowRank` term or a matrix plus one."""
-        C_parts = [_split_low_rank(c, f"C of PSD block {k}") for k, c in enumerate(_per_block(C, "C"))]
+        C_parts = [_split_low_rank(c) for c in _per_block(C, "C")]
         sizes = [t.n if c is None and t is not None else _as_real_matrix(c, f"C of PSD block {k}").shape[0]
                  for k, (c, t) in enumerate(C_parts)]
         C = [c if t is None else (t if c is None else SparsePlusLowRank(c, t)) for c, t in C_parts]
@@ -368,7 +367,7 @@ class SDPProblem:
         for k, n in enumerate(sizes):
             parts = [[], [], [], []]
             for i in range(m):
-                matrix, term = _split_low_rank(A[i][k], f"constraint {i}, PSD block {k}")
+                matrix, term = _split_low_rank(A[i][k])
                 if term is not None:
                     low_rank.append((i, k, term))
                 if matrix is None:
