@@ -141,23 +141,27 @@ class FactoredTerms:
         return abs(self.U)
 
     def rows(self, start: int, stop: int) -> FactoredTerms:
-        """The rows [start, stop) of U."""
+        """The rows [start, stop) of U (itself when that is all of them: a one-block problem's slack)."""
+        if start == 0 and stop == self.shape[0]:
+            return self
         part = self.U[start:stop]
         return FactoredTerms(self.backend, part, None if self.dense else part.T.tocsr())
 
 
 class LowRankUpdate:
-    """A symmetric matrix on a backend given as a sparse part plus U diag(weights) U' (:class:`FactoredTerms`): the
-    dual slack and the Farkas matrix of a problem with low-rank terms, in the few forms the eigensolvers use
-    (products, diagonal blocks, the diagonal, dense copies of small blocks, Gershgorin's bound)."""
+    """A symmetric matrix on a backend given as a sparse part plus low-rank parts U diag(w) U' (``parts``: pairs of a
+    :class:`FactoredTerms` and its weights w): the dual slack and the Farkas matrix of a problem with low-rank terms,
+    in the few forms the eigensolvers use (products, diagonal blocks, the diagonal, dense copies of small blocks,
+    Gershgorin's bound)."""
 
-    def __init__(self, sparse, terms: FactoredTerms, weights):
-        self.sparse, self.terms, self.weights = sparse, terms, weights
+    def __init__(self, sparse, parts: list):
+        self.sparse, self.parts = sparse, parts
         self.shape = sparse.shape
 
     def times(self, V, kernels):
         out = kernels.csr_matmul(self.sparse, V)
-        out += self.terms.times(self.weights, V)
+        for terms, weights in self.parts:
+            out += terms.times(weights, V)
         return out
 
     def __getitem__(self, index):
@@ -165,28 +169,33 @@ class LowRankUpdate:
         if rows != cols or not isinstance(rows, slice) or rows.step not in (None, 1):
             raise IndexError("a LowRankUpdate gives diagonal blocks only")
         start, stop, _ = rows.indices(self.shape[0])
-        return LowRankUpdate(self.sparse[rows, cols], self.terms.rows(start, stop), self.weights)
+        return LowRankUpdate(self.sparse[rows, cols],
+                             [(terms.rows(start, stop), weights) for terms, weights in self.parts])
 
     def diagonal(self):
-        return self.sparse.diagonal() + self.terms.squares() @ self.weights
+        diagonal = self.sparse.diagonal()
+        for terms, weights in self.parts:
+            diagonal += terms.squares() @ weights
+        return diagonal
 
     def toarray(self):
         dense = self.sparse.toarray()
-        U = self.terms.U if self.terms.dense else self.terms.U.toarray()
-        return dense + (U * self.weights) @ U.T
+        for terms, weights in self.parts:
+            U = terms.U if terms.dense else terms.U.toarray()
+            dense += (U * weights) @ U.T
+        return dense
 
     def gershgorin_lower(self) -> float:
-        """min_i (S_ii - r_i) with r_i >= sum_{j != i} |S_ij|: the low-rank part's entries are bounded by
+        """min_i (S_ii - r_i) with r_i >= sum_{j != i} |S_ij|: the low-rank parts' entries are bounded by
         |L_ij| <= sum_l |w_l| |u_il| |u_jl| (row sums of |U| diag(|w|) |U|')."""
-        xp = self.terms.backend.xp
+        xp = self.parts[0][0].backend.xp
         absolute = self.sparse.copy()
         absolute.data = xp.abs(absolute.data)
         ones = xp.ones(self.shape[0])
-        sparse_diagonal = self.sparse.diagonal()
-        magnitudes, weights = self.terms.absolute(), xp.abs(self.weights)
-        term_rows = magnitudes @ (weights * (magnitudes.T @ ones))
-        term_diagonal = self.terms.squares() @ weights
-        radius = absolute @ ones - xp.abs(sparse_diagonal) + term_rows - term_diagonal
+        radius = absolute @ ones - xp.abs(self.sparse.diagonal())
+        for terms, weights in self.parts:
+            magnitudes, sizes = terms.absolute(), xp.abs(weights)
+            radius += magnitudes @ (sizes * (magnitudes.T @ ones)) - terms.squares() @ sizes
         return float(xp.min(self.diagonal() - radius))
 
 
@@ -208,20 +217,20 @@ def _term_squares(rows, cols, vals, count: int, con, weights, m: int) -> np.ndar
                        minlength=m)
 
 
-def _stacked_terms(offsets, terms) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
-    """(rows, columns, values, column count) of the low-rank terms' factors (one LowRank or None per block) in the
-    stacked row space, columns numbered block after block."""
-    rows, cols, vals, count = [], [], [], 0
+def _stacked_terms(offsets, terms) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray, int], np.ndarray]:
+    """((rows, columns, values, column count) of the low-rank terms' factors in the stacked row space, columns
+    numbered block after block; their weights d) for one LowRank or None per block."""
+    rows, cols, vals, weights, count = [], [], [], [], 0
     for offset, term in zip(offsets, terms):
         if term is None:
             continue
         coo = sp.coo_array(term.U)
         rows.append(coo.row.astype(np.int64) + offset), cols.append(coo.col.astype(np.int64) + count)
-        vals.append(coo.data)
+        vals.append(coo.data), weights.append(term.d)
         count += term.rank
     if not count:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0), 0
-    return np.concatenate(rows), np.concatenate(cols), np.concatenate(vals), count
+        return (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0), 0), np.zeros(0)
+    return (np.concatenate(rows), np.concatenate(cols), np.concatenate(vals), count), np.concatenate(weights)
 
 
 class CompressedOperator:
@@ -252,11 +261,9 @@ class CompressedOperator:
         # ||A_i|| ~ 1e4, b_i ~ 2, which left the ADMM CG at its iteration cap). One scalar keeps the relative
         # row weights: per-row scaling shrank the all-ones row of gpp100 and slowed it 100x. The multipliers
         # of the scaled rows are s * lambda, C - A*(lambda) is unchanged, residuals need ``row_scale``.
-        constraint_terms = _stacked_terms(layout.offsets, [t.term for t in problem.A_low_rank])
-        term_rows, term_cols, term_vals, term_count = constraint_terms
-        present = [t for t in problem.A_low_rank if t.term is not None]
-        term_con = np.concatenate([t.con for t in present]) if present else np.zeros(0, np.int64)
-        term_weights = np.concatenate([t.term.d for t in present]) if present else np.zeros(0)
+        constraint_terms, term_weights = _stacked_terms(layout.offsets, [t.term for t in problem.A_low_rank])
+        term_count = constraint_terms[3]
+        term_con = np.concatenate([t.con for t in problem.A_low_rank] + [np.zeros(0, np.int64)])  # no PSD block: none
         self.row_scale = 1.0
         if rescale:
             squares = np.bincount(a_cons, np.where(a_rows == a_cols, 1.0, 2.0) * a_vals ** 2, minlength=self.m)
@@ -274,17 +281,10 @@ class CompressedOperator:
         idx = self._index_dtype(max(n_rows, 2 * c_vals.size, 2 * a_vals.size))  # symmetric patterns
         self.C = _symmetric_csr(backend, c_rows, c_cols, c_vals, n_rows, idx)
         del c_rows, c_cols, c_vals
-        objective_terms = _stacked_terms(layout.offsets, problem.C_low_rank)
+        objective_terms, objective_weights = _stacked_terms(layout.offsets, problem.C_low_rank)
         self.objective_terms = FactoredTerms.of(backend, *objective_terms, n_rows)
-        self.objective_weights = xp.asarray(np.concatenate([t.d for t in problem.C_low_rank if t is not None])
-                                            if self.objective_terms is not None else np.zeros(0))
-        self.constraint_terms = FactoredTerms.of(backend, term_rows, term_cols, term_vals, term_count, n_rows)
-        # the dual slack's terms: the objective's columns, then the constraints'
-        objective_count = objective_terms[3]
-        self.slack_terms = FactoredTerms.of(
-            backend, np.concatenate([objective_terms[0], term_rows]),
-            np.concatenate([objective_terms[1], term_cols + objective_count]),
-            np.concatenate([objective_terms[2], term_vals]), objective_count + term_count, n_rows)
+        self.objective_weights = xp.asarray(objective_weights)
+        self.constraint_terms = FactoredTerms.of(backend, *constraint_terms, n_rows)
 
         # Omega_A, the positions some A_i touches: the only place where sym(U V') is ever sampled.
         a_keys = key(a_rows, a_cols)
@@ -417,10 +417,10 @@ class CompressedOperator:
         data = self.adjoint_data(lam, weight=-1.0)
         self.S.data = data[:self.pattern_size]
         sparse = (self.S + self.C).tocsr()
-        if self.slack_terms is None:
-            return sparse
-        weights = self.backend.xp.concatenate([self.objective_weights, data[self.pattern_size:]])
-        return LowRankUpdate(sparse, self.slack_terms, weights)
+        parts = [(terms, weights) for terms, weights in ((self.objective_terms, self.objective_weights),
+                                                         (self.constraint_terms, data[self.pattern_size:]))
+                 if terms is not None]
+        return LowRankUpdate(sparse, parts) if parts else sparse
 
     def adjoint_matrix(self, y, weight=1.0):
         """weight * A*(y) as an explicit symmetric block-diagonal CSR matrix on the constraints' pattern, or a
@@ -429,4 +429,4 @@ class CompressedOperator:
         self.S.data = data[:self.pattern_size]
         if self.constraint_terms is None:
             return self.S.copy()
-        return LowRankUpdate(self.S.copy(), self.constraint_terms, data[self.pattern_size:])
+        return LowRankUpdate(self.S.copy(), [(self.constraint_terms, data[self.pattern_size:])])

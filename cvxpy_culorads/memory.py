@@ -33,10 +33,10 @@ def estimate_device_bytes(problem, layout, rank: int) -> int:
     a_symmetric = 2 * nnz_A  # entries of the pattern of A*(y), at most
     build = BUILD_BYTES * max(c_symmetric, a_symmetric)
     operator = 12 * c_symmetric + 2 * 12 * nnz_A + 24 * a_symmetric  # C; A_fold, At_raw; S with its gather
-    # low-rank factors: the objective's and the constraints', each also in the dual slack's (dense at worst)
+    # low-rank factors: the objective's and the constraints' (dense at worst)
     term_columns = sum(t.rank for t in problem.C_low_rank if t is not None) + sum(
         t.term.rank for t in problem.A_low_rank if t.term is not None)
-    operator += 2 * 8 * layout.n_rows * term_columns
+    operator += 8 * layout.n_rows * term_columns
     factors = _factor_arrays_bytes(layout.n_rows, max(rank, 1))
     return int(POOL_MARGIN * max(build, operator + factors))
 

@@ -62,7 +62,7 @@ def test_operator_with_low_rank_terms_matches_the_expanded_problem(device, dense
     xp = backend.xp
     op, reference = CompressedOperator(problem, backend, rescale=True), CompressedOperator(expanded, backend,
                                                                                           rescale=True)
-    assert op.constraint_terms.dense is dense_factors and op.slack_terms.dense is dense_factors
+    assert op.constraint_terms.dense is dense_factors and op.objective_terms.dense is dense_factors
     assert op.row_scale == pytest.approx(reference.row_scale, rel=1e-12)
     rng = np.random.default_rng(1)
     n_rows = op.layout.n_rows
@@ -248,3 +248,14 @@ def test_a_constraint_with_only_a_low_rank_term_is_not_empty():
     assert result.status.name == "OPTIMAL"
     # min tr X s.t. 1'X1 = 4: X = (4/9) 1 1', tr X = 4/3
     assert result.primal_objective == pytest.approx(4.0 / 3.0, rel=1e-5)
+
+
+def test_badly_scaled_block_with_a_low_rank_term_solves_as_expanded():
+    """Diagonal scaling (X = D Y D) maps a term's factor to D U: the same optimum as the expanded problem's, which
+    is scaled through its coordinates."""
+    C = sp.csr_array(np.diag([1e8, 1e-8])) + LowRank(np.ones(2), [1e-3])
+    problem = SDPProblem([1.0], [C], [([0], [1], [0], [0.5])], A_low_rank=[(0, 0, LowRank([0.0, 1.0], [1e-9]))])
+    factored, expanded = (solve(p, device="cpu") for p in (problem, problem.expanded()))
+    assert "badly scaled" in factored.message and "badly scaled" in expanded.message
+    assert factored.status.name == expanded.status.name == "OPTIMAL"
+    assert factored.primal_objective == pytest.approx(expanded.primal_objective, rel=1e-5)
