@@ -32,8 +32,10 @@ def result_fields(result, seconds: float, paper_seconds) -> dict:
     ``paper_seconds`` (None where the paper has no entry)."""
     return dict(seconds=round(seconds, 3), setup_s=round(result.setup_time, 3),
                 alm_steps=result.iterations["alm"], admm_sweeps=result.iterations["admm"],
+                riemannian_steps=result.iterations["riemannian"],
                 ipm_iters=result.iterations["interior_point"], rank=max(result.ranks),
                 alm_s=round(result.stage_times["alm"], 3), admm_s=round(result.stage_times["admm"], 3),
+                riemannian_s=round(result.stage_times["riemannian"], 3),
                 ipm_s=round(result.stage_times["interior_point"], 3),
                 certificates_s=round(result.stage_times["certificates"], 3),
                 certified_gap=result.certified_gap if result.certified_gap is not None else "",

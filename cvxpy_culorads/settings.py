@@ -45,7 +45,7 @@ class _Interval:
 # The settings' valid values. An upper end of inf, not included, means "finite"; None is valid for the
 # settings in _OPTIONAL.
 _CHOICES = {"device": _DEVICES, "criterion": _CRITERIA, "route": _ROUTES}
-_FLAGS = ("verbose", "keep_log", "interior_point", "l2_rescaling")
+_FLAGS = ("verbose", "keep_log", "interior_point", "l2_rescaling", "riemannian")
 _REALS = {
     "tol": _Interval(0.0, 1.0),
     "reduced_tol": _Interval(0.0, 1.0),
@@ -145,6 +145,12 @@ class Settings:
       low-rank phases have used ``interior_point_patience`` inner iterations without finishing, or
       finish with errors above ``tol``. It solves the small degenerate or high-rank problems (truss,
       arch, control) where the low-rank method stalls.
+    - ``riemannian``: on problems whose constraints all fix diagonal entries, one per row of every PSD block
+      (MaxCut, ``diag(X) == d``), run L-BFGS on the product of spheres those constraints make (``riemannian.py``)
+      instead of phases I and II: the constraints hold exactly at every step and the multipliers follow from
+      stationarity. False (default): the ALM and ADMM phases, as in the cuLoRADS paper, on every problem. Measured on
+      one H100 (README, "Riemannian phase"), it is faster on random geometric and random sparse graphs and slower
+      on Delaunay meshes and G67, so it is not the default yet.
     - ``route``: which method starts on a problem the interior-point method can take. ``"auto"`` (default): the
       one with the smaller estimated time (``costs.py``); the low-rank phases then hand over after
       ``interior_point_patience`` inner iterations or the interior-point method's estimated time, and the
@@ -176,6 +182,7 @@ class Settings:
     interior_point: bool = True
     interior_point_patience: int = 5000
     route: str = "auto"
+    riemannian: bool = False
 
     phase1_tol: float = 1e-3
     rho_max: float = 5000.0

@@ -54,7 +54,7 @@ def test_json_output(triangle, capsys):
     assert report["device"].startswith("cpu") and report["solve_time"] >= 0 and report["ranks"]
     assert report["peak_device_bytes"] == 0  # no device memory on the CPU
     stages = report["stage_times"]
-    assert set(stages) == {"alm", "admm", "interior_point", "certificates"}
+    assert set(stages) == {"alm", "admm", "riemannian", "interior_point", "certificates"}
     assert stages["alm"] > 0 and stages["certificates"] > 0
     assert sum(stages.values()) <= report["solve_time"] - report["setup_time"] + 1e-6
 
@@ -138,6 +138,13 @@ def test_an_unbounded_problem_exits_1_with_strict_json(tmp_path, capsys):
     assert main([str(path), "--device", "cpu", "--json", "--quiet"]) == 1
     report = _strict_json(capsys.readouterr().out)
     assert report["status"] == "unbounded_inaccurate"
+
+
+def test_riemannian_flag_solves_maxcut_on_the_spheres(triangle, capsys):
+    assert main([str(triangle), "--device", "cpu", "--json", "--route", "low_rank", "--riemannian"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["status"] == "optimal" and report["sdpa_objective"] == pytest.approx(TRIANGLE_VALUE, rel=1e-5)
+    assert report["iterations"]["riemannian"] > 0 and report["iterations"]["alm"] == 0
 
 
 def test_bad_input_with_json_is_a_json_error_object(tmp_path, capsys):

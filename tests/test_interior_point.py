@@ -96,7 +96,7 @@ def test_a_limit_inside_it_returns_its_point_with_an_honest_status():
     problem = random_mixed_problem(2)
     result = solve(problem, device="cpu", interior_point_patience=1, max_iter=4, route="low_rank")
     assert result.status is Status.ITERATION_LIMIT
-    assert result.iterations == {"alm": 1, "admm": 0, "interior_point": 3}
+    assert result.iterations == {"alm": 1, "admm": 0, "riemannian": 0, "interior_point": 3}
     errors, _ = own_errors(problem, result)
     for key, value in errors.items():  # the errors describe the returned point, whichever phase made it
         assert value == pytest.approx(getattr(result.errors, key), rel=1e-4, abs=1e-9)

@@ -1,0 +1,149 @@
+"""The Riemannian phase: L-BFGS on the product of spheres, for problems whose constraints all fix diagonal entries.
+
+When every constraint is a_i X_jj = b_i on its own row j, and every row of every PSD block is fixed so (MaxCut,
+Z2 synchronisation, any ``diag(X) == d`` model; ``bounds.FixedDiagonals``), the feasible factors are exactly the
+R whose rows have the norms sqrt(b_i / a_i): a product of spheres. There the problem is min s <C, R R'> on that
+manifold, and the penalty, the multiplier updates and phase II of the ALM route are unnecessary: each step keeps
+the constraints exact, and the multipliers follow from stationarity (lambda_i = <(C R)_j, r_j> / (a_i |r_j|^2),
+so b'lambda = <C, R R'> and the gap is zero by construction). What is left to certify is lambda_min of the dual
+slack, which the driver measures between runs of this phase.
+
+A step is L-BFGS on the Riemannian gradient 2 s P_R(C R) (P_R removes each row's component along r_j), the
+direction projected onto the tangent space, the retraction scales the rows of R + tau D back to their norms, and
+tau comes from Armijo backtracking from tau = 1 (L-BFGS scales its direction; the first step moves a tenth of
+||R||). The curvature pairs are the differences of consecutive points and gradients, without vector transport:
+their tangent spaces are close at the step sizes that occur, and the projected direction absorbs the rest.
+Measured on MaxCut (sparse random graph, n = 2e4, rank 30, CPU), this reached a certified gap of 1e-5 in about
+600 products with C where the ALM route with its re-optimisation rounds took 2967 steps.
+
+A run ends once the scale-free gradient measure ||grad||_F ||R||_F / (1 + s |<C, X>|) is at most ``target``
+(the driver tightens it between runs until the certificate holds), or when a step finds no descent. It is a
+generator of ``Progress`` rows, one per step, like the other phases.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from .alm import LBFGS
+from .state import PhaseOutcome, Progress
+
+__all__ = ["RiemannianPhase", "Spheres"]
+
+ARMIJO = 1e-4  # sufficient decrease, a share of the directional derivative
+BACKTRACKS = 30  # halvings of tau before the direction is given up
+FIRST_STEP = 0.1  # the first step (no curvature pairs yet) moves this share of ||R||_F
+
+
+@dataclass(frozen=True)
+class Spheres:
+    """The manifold of a problem whose feasible factors are a product of spheres: the fixed rows
+    (``bounds.FixedDiagonals``, whose ``project`` is the retraction) and the squared norm of every row of the stacked
+    factor."""
+
+    fixed: object
+    squares: object
+
+    @classmethod
+    def of(cls, problem, layout, fixed, xp) -> Spheres | None:
+        """The spheres of ``problem`` when every constraint fixes one diagonal entry and every row of every PSD block
+        is fixed so (``fixed``: its ``FixedDiagonals`` or None); else None (nonnegative variables, a constraint of
+        another kind, or a free row leave the phase out)."""
+        if fixed is None or layout.n_lp or problem.m == 0:
+            return None
+        covered = sum(roots.size for _, _, roots in fixed.blocks)
+        if covered != problem.m or covered != layout.n_rows:
+            return None
+        squares = xp.empty(layout.n_rows)
+        for offset, rows, roots in fixed.blocks:
+            squares[slice(offset, offset + roots.size) if rows is None else rows] = roots * roots
+        return cls(fixed, squares)
+
+
+class RiemannianPhase:
+    """L-BFGS on the spheres of fixed rows (see the module); iterate with ``for progress in phase.run(): ...``."""
+
+    def __init__(self, op, state, settings, norms, spheres: Spheres, *, target: float):
+        self.op, self.state, self.settings, self.norms = op, state, settings, norms
+        self.fixed, self.squares, self.target = spheres.fixed, spheres.squares, target
+        self.backend, self.xp, self.kernels = op.backend, op.backend.xp, op.kernels
+        self.size = float(self.squares.sum())  # ||R||_F^2 on the manifold
+        self.steps = self.moves = 0  # rows yielded, steps taken
+        self.measure = math.inf  # the gradient measure at the last point
+        self.outcome: PhaseOutcome | None = None
+
+    def run(self):
+        st, op, xp = self.state, self.op, self.xp
+        s = st.c_scale
+        self.fixed.project(st.R, xp)
+        CR = op.objective_times(st.R)
+        objective = float(xp.vdot(st.R, CR))
+        G = self._gradient(st.R, CR, s)
+        lbfgs = LBFGS(self.kernels, self.settings.lbfgs_memory)
+        products = xp.empty(2)
+        try:
+            while True:
+                D = self._tangent(st.R, lbfgs.direction(G, products))
+                gg, dg = (float(v) for v in self.backend.to_host(products))
+                if lbfgs.pairs and not dg < 0.0:  # not a descent direction: steepest descent instead
+                    lbfgs.reset()
+                    continue
+                measure = self.measure = math.sqrt(max(gg, 0.0) * self.size) / (1.0 + s * abs(objective))
+                self.steps += 1
+                yield Progress.measure("RIEM", self.steps, 0.0, objective, objective, self.norms, 0.0, st.ranks)
+                if not math.isfinite(measure + objective):
+                    self.outcome = PhaseOutcome.FAILED
+                    return
+                if measure <= self.target:
+                    self.outcome = PhaseOutcome.CONVERGED
+                    return
+                tau = 1.0 if lbfgs.pairs else FIRST_STEP * math.sqrt(self.size / gg)
+                accepted = self._line_search(st.R, D, tau, s * objective, dg, s)
+                if accepted is None:
+                    if lbfgs.pairs:  # the curvature pairs misled: one more try along the gradient
+                        lbfgs.reset()
+                        continue
+                    self.outcome = PhaseOutcome.STALLED
+                    return
+                R_new, CR_new, objective = accepted
+                G_new = self._gradient(R_new, CR_new, s)
+                step = self.kernels.scale_add(st.R, -1.0, R_new, 1.0)  # R_new - R, in R's memory
+                lbfgs.push(step, self.kernels.scale_add(G, -1.0, G_new, 1.0))  # G_new - G, in G's memory
+                st.R, CR, G = R_new, CR_new, G_new
+                self.moves += 1
+        finally:
+            self._finish(CR, objective)
+
+    def _line_search(self, R, D, tau, merit, slope, s):
+        """Armijo backtracking along the retraction; (R_new, C R_new, <C, R_new R_new'>) or None."""
+        xp = self.xp
+        for _ in range(BACKTRACKS):
+            R_new = self.fixed.project(self.kernels.scale_add(R.copy(), 1.0, D, tau), xp)
+            CR_new = self.op.objective_times(R_new)
+            objective = float(xp.vdot(R_new, CR_new))
+            if s * objective <= merit + ARMIJO * tau * slope:
+                return R_new, CR_new, objective
+            tau *= 0.5
+        return None
+
+    def _tangent(self, R, Z):
+        """Z with each row's component along the row of R removed, in place."""
+        along = (Z * R).sum(axis=1) / self.squares
+        Z -= along[:, None] * R
+        return Z
+
+    def _gradient(self, R, CR, s):
+        """The Riemannian gradient 2 s P_R(C R)."""
+        return self._tangent(R, (2.0 * s) * CR)
+
+    def _finish(self, CR, objective: float) -> None:
+        """The multipliers from stationarity and A(X), <C, X> of the last point, for the driver and the next
+        phase: lambda = s (A(sym(C R R')))_i / (A(sym(A*(1) R R')))_i, which for one diagonal entry a_i on row j
+        is s <(C R)_j, r_j> / (a_i |r_j|^2) (the least-squares multipliers of ``certificates``, exactly)."""
+        st, op, xp = self.state, self.op, self.xp
+        numerator = op.constraints(op.sample(CR, st.R))
+        ones = xp.ones(op.b.size)
+        denominator = op.constraints(op.sample(op.adjoint_times(op.adjoint_data(ones), st.R), st.R))
+        st.lam = st.c_scale * numerator / denominator
+        st.Avals = op.constraints(op.sample(st.R))
+        st.objective = objective

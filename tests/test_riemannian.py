@@ -1,0 +1,121 @@
+"""The Riemannian phase: which problems take it, and its answers against Clarabel and an independent certificate."""
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from cvxpy_culorads import LowRank, SDPProblem, Status, solve
+from cvxpy_culorads.bounds import FixedDiagonals
+from cvxpy_culorads.layout import BlockLayout
+from cvxpy_culorads.riemannian import Spheres
+
+from support import DEVICES, clarabel_value, primal_residual, random_maxcut, random_mixed_problem
+
+
+def _spheres(problem):
+    layout = BlockLayout.of(problem)
+    return Spheres.of(problem, layout, FixedDiagonals.of(problem, layout.offsets, np), np)
+
+
+def _weighted_diagonal_problem(seed: int) -> SDPProblem:
+    """min <C1, X1> + <C2, X2> s.t. a_j (X_k)_jj = b_j on every row of two blocks: rows fixed to norms b / a != 1,
+    the constraints listed in shuffled order."""
+    rng = np.random.default_rng(seed)
+    C, coords, b = [], [], []
+    start = 0
+    for n in (9, 14):
+        M = rng.standard_normal((n, n))
+        C.append(M + M.T)
+        a, target = rng.uniform(0.5, 2.0, n), rng.uniform(0.5, 3.0, n)
+        rows = rng.permutation(n)
+        coords.append((start + np.arange(n), rows, rows, a[rows]))
+        b.extend(a[rows] * target[rows])
+        start += n
+    return SDPProblem(np.array(b), C, coords, block_sizes=[9, 14], name="diagonals")
+
+
+def test_only_problems_on_a_product_of_spheres_take_it():
+    maxcut, _ = random_maxcut(12, 0.5, seed=0)
+    spheres = _spheres(maxcut)
+    assert spheres is not None and np.array_equal(spheres.squares, np.ones(12))
+    weighted = _weighted_diagonal_problem(1)
+    spheres = _spheres(weighted)
+    targets = np.empty(23)
+    for coeff, offset in zip(weighted.A_coords, (0, 9)):
+        targets[offset + coeff.row] = weighted.b[coeff.con] / coeff.val
+    assert np.allclose(spheres.squares, targets)
+    assert _spheres(random_mixed_problem(0)) is None  # nonnegative variables, general constraints
+    n = 12  # a trace constraint beside the fixed rows: not only spheres
+    idx = np.arange(n - 1)
+    partly = SDPProblem(np.ones(n), [np.eye(n)], [(np.r_[idx, np.full(n, n - 1)], np.r_[idx, np.arange(n)],
+                                                   np.r_[idx, np.arange(n)], np.ones(2 * n - 1))])
+    assert _spheres(partly) is None
+    free_row = SDPProblem(np.ones(n - 1), [np.eye(n)], [(idx, idx, idx, np.ones(n - 1))], block_sizes=[n])
+    assert _spheres(free_row) is None  # row n - 1 is not fixed
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_maxcut_on_the_spheres_matches_clarabel_with_an_independent_certificate(device):
+    problem, L = random_maxcut(60, 0.3, seed=7)
+    result = solve(problem, device=device, route="low_rank", riemannian=True)
+    assert result.iterations["riemannian"] > 0 and result.iterations["alm"] == result.iterations["admm"] == 0
+    assert result.status is Status.OPTIMAL, result.summary()
+    reference = clarabel_value(problem)
+    assert result.primal_objective == pytest.approx(reference, rel=2e-5)
+    assert primal_residual(problem, result) <= 1e-12  # the rows are on their spheres
+    # the certificate from the returned multipliers alone (dense eigvalsh): b'y + n min(0, lambda_min(C - Diag y))
+    y = result.dual
+    slack = -L / 4 - np.diag(y)
+    bound = y.sum() + 60 * min(0.0, np.linalg.eigvalsh(slack)[0])
+    assert bound <= reference + 1e-9 * abs(reference)
+    # the certified gap's normalisation (Result.certified_gap, issue 5): |p - d| / (1 + |p| + |d|)
+    assert (result.primal_objective - bound) / (1 + abs(result.primal_objective) + abs(bound)) <= 1e-5
+    assert bound - 1e-5 * abs(bound) <= result.dual_bound <= bound + 1e-9  # the engine's is a lower estimate
+    # stationarity holds by construction: (C - Diag y) R = 0 up to the gradient left
+    R = result.factors[0]
+    assert np.linalg.norm(slack @ R) <= 1e-3 * np.linalg.norm(L @ R)
+
+
+def test_weighted_diagonals_in_several_blocks_match_clarabel():
+    problem = _weighted_diagonal_problem(2)
+    result = solve(problem, device="cpu", route="low_rank", riemannian=True)
+    assert result.iterations["riemannian"] > 0 and result.iterations["alm"] == 0
+    assert result.status is Status.OPTIMAL, result.summary()
+    assert result.primal_objective == pytest.approx(clarabel_value(problem), rel=2e-5)
+    assert primal_residual(problem, result) <= 1e-12
+
+
+def test_the_paper_phases_give_the_same_answer():  # and stay the default
+    problem, _ = random_maxcut(80, 0.2, seed=11)
+    spheres = solve(problem, device="cpu", route="low_rank", riemannian=True)
+    phases = solve(problem, device="cpu", route="low_rank")
+    assert phases.iterations["riemannian"] == 0 and phases.iterations["alm"] > 0
+    assert spheres.status is phases.status is Status.OPTIMAL
+    assert spheres.primal_objective == pytest.approx(phases.primal_objective, rel=2e-5)
+
+
+def test_a_rank_one_start_escapes_through_the_zero_gradient():
+    # on rank 1 every row is +-1: the tangent space is {0}, the gradient is zero, and only an escape can descend
+    problem, _ = random_maxcut(30, 0.5, seed=4)
+    result = solve(problem, device="cpu", rank=1, route="low_rank", riemannian=True)
+    assert result.status is Status.OPTIMAL and result.ranks[0] > 1
+    assert result.primal_objective == pytest.approx(clarabel_value(problem), rel=2e-5)
+
+
+def test_an_objective_with_a_low_rank_term_stays_on_the_spheres():
+    rng = np.random.default_rng(5)
+    n = 40
+    U = rng.standard_normal((n, 2))
+    W = sp.random(n, n, density=0.2, random_state=rng)
+    C = (W + W.T).toarray()
+    idx = np.arange(n)
+    factored = SDPProblem(np.ones(n), [sp.csr_array(C) + LowRank(U, [1.0, -0.5])], [(idx, idx, idx, np.ones(n))])
+    result = solve(factored, device="cpu", route="low_rank", riemannian=True)
+    assert result.iterations["riemannian"] > 0 and result.status is Status.OPTIMAL
+    assert result.primal_objective == pytest.approx(clarabel_value(factored.expanded()), rel=2e-5)
+
+
+def test_an_iteration_limit_inside_it_is_honest():
+    problem, _ = random_maxcut(200, 0.1, seed=2)
+    result = solve(problem, device="cpu", route="low_rank", riemannian=True, max_iter=3)
+    assert result.status is Status.ITERATION_LIMIT and result.iterations["riemannian"] == 3
+    assert primal_residual(problem, result) <= 1e-12  # still on the spheres
