@@ -342,6 +342,52 @@ __global__ void line_search_kernel(const double* __restrict__ aw, const double* 
     __shared__ double sums[9];
     if (grid_sum<9>(acc, partial, ticket, sums) && threadIdx.x < 9) out[threadIdx.x] = sums[threadIdx.x];
 }
+
+// Rows of the product of spheres (riemannian.py), one group of T lanes per row, lanes over the rank. A lane writes
+// only the entries it read, after the group's sum, so out may be the first input (in place).
+// out_i = scale (z_i - (z_i . x_i / squares_i) x_i): the tangent part of row z_i at the row x_i
+template<int T>
+__global__ void sphere_tangent_kernel(const double* Z, const double* __restrict__ X,
+                                      const double* __restrict__ squares, double scale, double* out,
+                                      long long n, int r) {
+    const long long i = ((long long)blockIdx.x * blockDim.x + threadIdx.x) / T;
+    const int lane = threadIdx.x & (T - 1);
+    if (i >= n) return;  // uniform over the group
+    const unsigned mask = group_mask<T>();
+    const double* z = Z + i * r;
+    const double* x = X + i * r;
+    double dot = 0.0;
+    for (int j = lane; j < r; j += T) dot = fma(z[j], x[j], dot);
+    const double along = group_sum<T>(dot, mask) / squares[i];
+    double* o = out + i * r;
+    for (int j = lane; j < r; j += T) o[j] = scale * fma(-along, x[j], z[j]);
+}
+
+// out_i = roots_i (x_i + tau d_i) / |x_i + tau d_i| (a zero row becomes roots_i e_1): the retraction
+template<int T>
+__global__ void sphere_retract_kernel(const double* __restrict__ X, const double* __restrict__ D, double tau,
+                                      const double* __restrict__ roots, double* __restrict__ out,
+                                      long long n, int r) {
+    const long long i = ((long long)blockIdx.x * blockDim.x + threadIdx.x) / T;
+    const int lane = threadIdx.x & (T - 1);
+    if (i >= n) return;
+    const unsigned mask = group_mask<T>();
+    const double* x = X + i * r;
+    const double* d = D + i * r;
+    double squares = 0.0;
+    for (int j = lane; j < r; j += T) {
+        const double y = fma(tau, d[j], x[j]);
+        squares = fma(y, y, squares);
+    }
+    squares = group_sum<T>(squares, mask);
+    double* o = out + i * r;
+    if (squares > 0.0) {
+        const double f = roots[i] * rsqrt(squares);
+        for (int j = lane; j < r; j += T) o[j] = f * fma(tau, d[j], x[j]);
+    } else {
+        for (int j = lane; j < r; j += T) o[j] = j == 0 ? roots[i] : 0.0;
+    }
+}
 """
 
 _MODULES: dict = {}  # name expression -> cupy.RawModule, each compiled on first use (NVRTC, ~0.3 s)
@@ -630,6 +676,33 @@ def line_search_products(AW, Avals, b, lam, rho, R, D, CD, out):
     return out
 
 
+def _row_arrays(X, *others):
+    """Check that the factors of a row kernel are C-contiguous float64 device arrays of one 2-D shape."""
+    for A in (X, *others):
+        if not isinstance(A, cupy.ndarray) or A.dtype != np.float64 or not A.flags.c_contiguous \
+                or A.shape != X.shape or A.ndim != 2:
+            raise ValueError("the sphere kernels take C-contiguous float64 cupy arrays of one (n x r) shape")
+    return X.shape
+
+
+def sphere_tangent(Z, X, squares, scale, out):
+    """:meth:`GpuKernels.sphere_tangent`."""
+    n, r = _row_arrays(Z, X, out)
+    lanes = lanes_for_rank(r)
+    _kernel(f"sphere_tangent_kernel<{lanes}>")(_grid(n, lanes), (_BLOCK,), (
+        Z, X, squares, np.float64(scale), out, np.int64(n), np.int32(r)))
+    return out
+
+
+def sphere_retract(X, D, tau, roots, out):
+    """:meth:`GpuKernels.sphere_retract`."""
+    n, r = _row_arrays(X, D, out)
+    lanes = lanes_for_rank(r)
+    _kernel(f"sphere_retract_kernel<{lanes}>")(_grid(n, lanes), (_BLOCK,), (
+        X, D, np.float64(tau), roots, out, np.int64(n), np.int32(r)))
+    return out
+
+
 class GpuKernels:
     """CuPy ``RawKernel`` implementations with the semantics of :class:`~cvxpy_culorads.kernels.CpuKernels`.
 
@@ -703,6 +776,16 @@ class GpuKernels:
     def cg_direction(p, r, rr_new, rr):
         """p = (rr_new / rr) p + r in place."""
         _CG_DIRECTION(rr_new, rr, r, p)
+
+    @staticmethod
+    def sphere_tangent(Z, X, squares, scale, out):
+        """out_i = scale (z_i - (z_i . x_i / squares_i) x_i) row by row; ``out`` may be Z."""
+        return sphere_tangent(Z, X, squares, scale, out)
+
+    @staticmethod
+    def sphere_retract(X, D, tau, roots, out):
+        """out_i = roots_i (x_i + tau d_i) / |x_i + tau d_i| row by row (a zero row: roots_i e_1)."""
+        return sphere_retract(X, D, tau, roots, out)
 
     @staticmethod
     def lanczos_extend(basis, j, w, projection, complement):

@@ -64,6 +64,8 @@ class Kernels(Protocol):
     def cg_step(self, x, r, p, Ap, rr, pAp) -> None: ...
     def cg_direction(self, p, r, rr_new, rr) -> None: ...
     def lanczos_extend(self, basis, j, w, projection, complement) -> None: ...
+    def sphere_tangent(self, Z, X, squares, scale, out): ...
+    def sphere_retract(self, X, D, tau, roots, out): ...
 
 
 class CpuKernels:
@@ -206,6 +208,27 @@ class CpuKernels:
         projection[j + 1, j] = np.linalg.norm(w)
         with np.errstate(divide="ignore", invalid="ignore"):
             np.divide(w, projection[j + 1, j], out=basis[j + 1])
+
+    # ------------------------------------------------------------------ rows of a product of spheres
+    @staticmethod
+    def sphere_tangent(Z, X, squares, scale, out):
+        """out_i = scale (z_i - (z_i . x_i / squares_i) x_i) for every row i (the tangent part of z_i at the row x_i
+        of norm sqrt(squares_i)); ``out`` may be Z."""
+        along = _row_dots(Z, X) / squares
+        np.multiply(Z - along[:, None] * X, scale, out=out)
+        return out
+
+    @staticmethod
+    def sphere_retract(X, D, tau, roots, out):
+        """out_i = roots_i (x_i + tau d_i) / |x_i + tau d_i| for every row i (a zero row becomes roots_i e_1)."""
+        np.add(X, tau * D, out=out)
+        norms = np.sqrt(_row_dots(out, out))
+        zero = norms == 0.0
+        out[zero] = 0.0
+        out[zero, 0] = 1.0
+        norms[zero] = 1.0
+        out *= (roots / norms)[:, None]
+        return out
 
 
 def kernels_for(backend) -> Kernels:

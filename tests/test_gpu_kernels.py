@@ -351,3 +351,30 @@ def test_lanczos_extend_matches_the_numpy_step(deflated):
     assert np.abs(basis @ basis.T - np.eye(steps + 1)).max() <= 1e-12
     if deflated:
         assert np.abs(basis @ Q).max() <= 1e-12
+
+
+@pytest.mark.parametrize("r", [1, 3, 8, 33, 70])
+def test_sphere_row_kernels_match_the_numpy_rows(r):
+    rng = np.random.default_rng(r)
+    n = 1000
+    X, D, Z = (rng.standard_normal((n, r)) for _ in range(3))
+    X[7] = 0.0
+    D[7] = 0.0  # a zero row of X + tau D: the retraction puts it on e_1
+    squares = rng.uniform(0.5, 2.0, n)
+    roots = np.sqrt(squares)
+    cpu = CpuKernels()
+    for tau in (0.0, 0.3):
+        ref = cpu.sphere_retract(X, D, tau, roots, np.empty_like(X))
+        out = cp.full((n, r), np.nan)
+        GpuKernels.sphere_retract(cp.asarray(X), cp.asarray(D), tau, cp.asarray(roots), out)
+        assert _rel(out, ref) <= RTOL
+        assert np.allclose(np.einsum("ij,ij->i", ref, ref), squares)  # the reference is on the spheres
+    X = cpu.sphere_retract(X, D, 0.0, roots, np.empty_like(X))  # rows on their spheres
+    ref = cpu.sphere_tangent(Z, X, squares, -2.5, np.empty_like(Z))
+    out = cp.full((n, r), np.nan)
+    GpuKernels.sphere_tangent(cp.asarray(Z), cp.asarray(X), cp.asarray(squares), -2.5, out)
+    assert _rel(out, ref) <= RTOL
+    in_place = cp.asarray(Z)
+    GpuKernels.sphere_tangent(in_place, cp.asarray(X), cp.asarray(squares), -2.5, in_place)
+    assert _rel(in_place, ref) <= RTOL
+    assert np.abs(np.einsum("ij,ij->i", ref, X)).max() <= 1e-12 * np.abs(Z).max() * r  # tangent to the spheres
