@@ -373,8 +373,9 @@ def test_sphere_row_kernels_match_the_numpy_rows(r):
     ref = cpu.sphere_tangent(Z, X, squares, -2.5, np.empty_like(Z))
     out = cp.full((n, r), np.nan)
     GpuKernels.sphere_tangent(cp.asarray(Z), cp.asarray(X), cp.asarray(squares), -2.5, out)
-    assert _rel(out, ref) <= RTOL
     in_place = cp.asarray(Z)
     GpuKernels.sphere_tangent(in_place, cp.asarray(X), cp.asarray(squares), -2.5, in_place)
-    assert _rel(in_place, ref) <= RTOL
+    for gpu in (out, in_place):  # on the scale of Z: at r = 1 the tangent part is rounding alone
+        gpu = cp.asnumpy(gpu)
+        assert np.all(np.isfinite(gpu)) and np.linalg.norm(gpu - ref) <= RTOL * 2.5 * np.linalg.norm(Z)
     assert np.abs(np.einsum("ij,ij->i", ref, X)).max() <= 1e-12 * np.abs(Z).max() * r  # tangent to the spheres
