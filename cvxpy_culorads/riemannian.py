@@ -66,11 +66,13 @@ class Spheres:
 class RiemannianPhase:
     """L-BFGS on the spheres of fixed rows (see the module); iterate with ``for progress in phase.run(): ...``."""
 
-    def __init__(self, op, state, settings, norms, spheres: Spheres, *, target: float):
+    def __init__(self, op, state, settings, norms, spheres: Spheres, *, target: float, lbfgs: LBFGS | None = None):
         self.op, self.state, self.settings, self.norms = op, state, settings, norms
         self.fixed, self.squares, self.roots, self.target = spheres.fixed, spheres.squares, spheres.roots, target
         self.backend, self.xp, self.kernels = op.backend, op.backend.xp, op.kernels
         self.size = float(self.squares.sum())  # ||R||_F^2 on the manifold
+        # the curvature pairs of an earlier run on the same factor carry over (the driver resets them on a rank change)
+        self.lbfgs = lbfgs if lbfgs is not None else LBFGS(self.kernels, settings.lbfgs_memory)
         self.steps = self.moves = 0  # rows yielded, steps taken
         self.measure = math.inf  # the gradient measure at the last point
         self.outcome: PhaseOutcome | None = None
@@ -82,7 +84,7 @@ class RiemannianPhase:
         CR = op.objective_times(st.R)
         objective = float(xp.vdot(st.R, CR))
         G = self._gradient(st.R, CR, s)
-        lbfgs = LBFGS(self.kernels, self.settings.lbfgs_memory)
+        lbfgs = self.lbfgs
         products = xp.empty(2)
         try:
             while True:
