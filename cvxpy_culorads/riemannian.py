@@ -11,12 +11,14 @@ slack, which the driver measures between runs of this phase.
 A step is L-BFGS on the Riemannian gradient 2 s P_R(C R) (P_R removes each row's component along r_j), the
 direction projected onto the tangent space, the retraction scales the rows of R + tau D back to their norms, and
 tau comes from Armijo backtracking from tau = 1 (L-BFGS scales its direction; the first step moves a tenth of
-||R||). The curvature pairs are the differences of consecutive points and gradients, without vector transport:
-their tangent spaces are close at the step sizes that occur, and the projected direction absorbs the rest.
+||R||). The curvature pairs are the differences of consecutive points and gradients, without vector transport
+(their tangent spaces are close at the step sizes that occur, the projected direction absorbs the rest, and
+projecting the pairs saved no steps on MaxCut); the retraction and the projections are fused row kernels
+(``Kernels.sphere_retract``, ``Kernels.sphere_tangent``), so a step costs about what an ALM step does.
 Measured (README, "Riemannian phase"): on MaxCut of a sparse random graph (n = 2e4, CPU) it certified the answer
-in 1796 steps and 34 s where the ALM route with its re-optimisation rounds took 2967 steps and 62 s; on the H100 it
-solves rgg 2^22 (41.6 s) where the ALM route hits a 60 s limit, but takes 2.5x longer on delaunay 2^20 (more steps,
-each about 1.5x the cost of an ALM step: the row operations here are plain array expressions, not fused kernels).
+in 1704 steps where the ALM route with its re-optimisation rounds took 2967; on the H100 it certified rgg 2^22 in
+23.6-41.6 s in two runs of three (the ALM route: 60 s limit), but took 2.2x the steps on delaunay 2^20. Hence the
+setting ``riemannian`` is off by default.
 
 A run ends once the scale-free gradient measure ||grad||_F ||R||_F / (1 + s |<C, X>|) is at most ``target``
 (the driver tightens it between runs until the certificate holds), or when a step finds no descent. It is a
@@ -40,8 +42,8 @@ FIRST_STEP = 0.1  # the first step (no curvature pairs yet) moves this share of 
 @dataclass(frozen=True)
 class Spheres:
     """The manifold of a problem whose feasible factors are a product of spheres: the fixed rows
-    (``bounds.FixedDiagonals``, whose ``project`` is the retraction) and the squared norm of every row of the stacked
-    factor."""
+    (``bounds.FixedDiagonals``, which puts a starting factor on the spheres) and the squared norm and the norm of every
+    row of the stacked factor."""
 
     fixed: object
     squares: object
