@@ -149,8 +149,8 @@ class Settings:
       (MaxCut, ``diag(X) == d``), run L-BFGS on the product of spheres those constraints make (``riemannian.py``)
       instead of phases I and II: the constraints hold exactly at every step and the multipliers follow from
       stationarity. False (default): the ALM and ADMM phases, as in the cuLoRADS paper, on every problem. Measured on
-      one H100 (README, "Riemannian phase"), it is faster on random geometric and random sparse graphs and slower
-      on Delaunay meshes and G67, so it is not the default yet.
+      one H100 (README, "Riemannian phase"), it certified rgg 2^22 where the default phases hit a 60 s limit and was
+      faster on G81, but took 2x as long on a Delaunay mesh and varied from run to run, so it is not the default.
     - ``route``: which method starts on a problem the interior-point method can take. ``"auto"`` (default): the
       one with the smaller estimated time (``costs.py``); the low-rank phases then hand over after
       ``interior_point_patience`` inner iterations or the interior-point method's estimated time, and the
