@@ -6,7 +6,8 @@ starts. This reader builds the :class:`SDPProblem` in time and memory proportion
 objective and constraint is a batch of linear functionals on its expression's entries (sparse lists of
 (functional, entry, coefficient)), pushed from the root of the expression down to the variables through the
 adjoint of each atom, so no intermediate is ever expanded: ``trace(L @ X)`` (CVXPY writes it
-``sum(multiply(L, X.T))``) reaches X as the entries of L, ``diag(X) == 1`` as n diagonal entries. PSD variables
+``sum(multiply(L, X.T))``) reaches X as the entries of L, ``diag(X) == 1`` as n diagonal entries, and a sum of
+all entries of a PSD variable (``sum(X)``, ``trace(J @ X)``) the rank-one term 1 1' (``lowrank.LowRank``). PSD variables
 (``PSD=True``, or a variable constrained ``>> 0`` directly) become the engine's PSD blocks; any other PSD
 constraint, an LMI, becomes a block tied entrywise to its expression; the entries of other variables that some
 functional touches become nonnegative engine variables (free ones as x+ - x-; entries nothing touches are 0).
@@ -54,6 +55,7 @@ from cvxpy.problems.problem import SolverStats
 from cvxpy.reductions.solution import Solution, failure_solution
 
 from . import cvxpy_interface  # as a module: the hook may import this file while that one is half-imported
+from .lowrank import LowRank, SparsePlusLowRank
 from .problem import SDPProblem
 from .result import Result, Status
 from .settings import Settings
@@ -145,15 +147,38 @@ def _grouped_product(group, inner, vals, width, M):
 
 
 # ---------------------------------------------------------------------------------------------- the reader
+def _square_variable(expr):
+    """The square 2-D variable that ``expr`` is, or whose transpose it is; else None (sum(X') = sum(X))."""
+    if isinstance(expr, transpose) and expr.ndim == 2 and (expr.axes is None or tuple(expr.axes) == (1, 0)):
+        expr = expr.args[0]
+    if isinstance(expr, Variable) and expr.ndim == 2 and expr.shape[0] == expr.shape[1]:
+        return expr
+    return None
+
+
+def _constant_entry(value):
+    """c when the constant ``value`` is a dense array with every entry equal to c (and not 0), else None."""
+    if sp.issparse(value) or np.ndim(value) != 2:
+        return None
+    value = np.asarray(value)
+    if not np.isrealobj(value) or value.size == 0:
+        return None
+    first = float(value.flat[0])
+    return first if first != 0.0 and np.all(value == first) else None
+
+
 class _Reader:
     """Pushes batches of linear functionals on an expression's entries down to its variables.
 
     A batch is three arrays of equal length: the functional (row), the entry of the expression (column-major
     index) and the coefficient. At a variable the batch is kept (``terms``); at a constant it is applied
-    (``constant``, one value per functional)."""
+    (``constant``, one value per functional). A sum of all entries of a square variable, c sum(X) (also written
+    sum(multiply(c J, X)) or trace(c J @ X) with J all ones), is kept as (rows, coefficients) in ``all_entries``
+    instead of n^2 coefficients: on a PSD block it is the rank-one term c 1 1' (``lowrank.LowRank``)."""
 
     def __init__(self, count: int):
         self.terms: dict = defaultdict(list)
+        self.all_entries: dict = defaultdict(list)
         self.constant = np.zeros(count)
 
     def push(self, expr, rows, idx, vals) -> None:
@@ -250,9 +275,16 @@ class _Reader:
 
     def _sum(self, expr, rows, idx, vals) -> None:
         arg = expr.args[0]
+        if expr.axis is None and _square_variable(arg) is not None:
+            self.all_entries[_square_variable(arg).id].append((rows, vals))
+            return
         if expr.axis is None and isinstance(arg, multiply) and arg.shape == arg.args[0].shape == arg.args[1].shape:
             # sum(W * E) (CVXPY's trace(A @ E)): only W's nonzeros reach E, never all of E's entries
             weight, other = self._constant_operand(arg)
+            constant = _constant_entry(weight.value)
+            if constant is not None and _square_variable(other) is not None:  # sum(c J * X) = c sum(X)
+                self.all_entries[_square_variable(other).id].append((rows, vals * constant))
+                return
             W = _matrix(weight.value)
             w_rows, w_cols, w_vals = _coo(W)
             entries, per = w_rows + W.shape[0] * w_cols, w_rows.size
@@ -409,14 +441,21 @@ def read_problem(problem: cp.Problem, name: str = "cvxpy") -> StructuredModel:
     lp = _LPColumns(first=n_inequality_rows)
     C_parts = [([], [], []) for _ in blocks]
     A_parts = [([], [], [], []) for _ in blocks]
+    C_ones, A_ones = [0.0] * len(blocks), []  # sum(X) terms of PSD blocks: c 1 1' in C_k, (i, k, c) in A
     entries: dict = {}  # variable id -> the LP columns of its scalars (of K for a PSD block), or None
     for var in variables:
         terms = reader.terms.get(var.id, [])
         objective_terms = objective_reader.terms.get(var.id, [])
         if var.id in by_variable:
             k = by_variable[var.id]
+            sign = blocks[k].sign  # K of a non-symmetric variable adds nothing to a sum of all entries
+            for rows, vals in reader.all_entries.get(var.id, []):
+                A_ones.extend((int(i), k, sign * float(v)) for i, v in zip(rows, vals))
+            C_ones[k] += sum(sign * float(vals.sum()) for _, vals in objective_reader.all_entries.get(var.id, []))
             entries[var.id] = _block_terms(blocks[k], terms, objective_terms, A_parts[k], C_parts[k], lp)
         else:
+            terms = terms + _spread(var, reader.all_entries.get(var.id, []))
+            objective_terms = objective_terms + _spread(var, objective_reader.all_entries.get(var.id, []))
             scalars = _batches(terms, objective_terms, lambda rows, idx, vals, v=var: (rows, _canonical(v, idx), vals))
             entries[var.id] = lp.add(scalars, _signs(var))
     for k, block in enumerate(blocks):
@@ -432,14 +471,30 @@ def read_problem(problem: cp.Problem, name: str = "cvxpy") -> StructuredModel:
                         shape=(m, lp.count)).tocsr()
     c_lp = np.bincount(np.concatenate([np.zeros(0, np.int64)] + lp.c_cols),
                        np.concatenate([np.zeros(0)] + lp.c_vals), minlength=lp.count)
+    C = [tuple(map(_cat, parts)) for parts in C_parts]
+    C = [c if ones == 0.0 else SparsePlusLowRank(c, _all_ones(b.order, ones)) for c, ones, b in zip(C, C_ones, blocks)]
     try:
-        sdp = SDPProblem(-reader.constant, [tuple(map(_cat, parts)) for parts in C_parts],
-                         [tuple(map(_cat, parts)) for parts in A_parts], block_sizes=[b.order for b in blocks],
-                         c_lp=c_lp, A_lp=A_lp, name=name)
+        sdp = SDPProblem(-reader.constant, C, [tuple(map(_cat, parts)) for parts in A_parts],
+                         block_sizes=[b.order for b in blocks], c_lp=c_lp, A_lp=A_lp, name=name,
+                         A_low_rank=[(i, k, _all_ones(blocks[k].order, c)) for i, k, c in A_ones])
     except ValueError as error:  # the chain path says it in its own words
         raise Unsupported(f"a problem the engine rejects ({error})") from None
     return StructuredModel(sdp, objective_sign, float(objective_reader.constant[0]), blocks, entries,
                            constraint_rows, by_variable)
+
+
+def _all_ones(n: int, weight: float) -> LowRank:
+    """weight 1 1' of order n, kept factored."""
+    return LowRank(np.ones((n, 1)), [weight])
+
+
+def _spread(var, all_entries) -> list:
+    """The sum(X) terms of a variable that is no PSD block, as ordinary terms on each of its entries."""
+    size = _size(var.shape)
+    if sum(rows.size for rows, _ in all_entries) * size > SPREAD_LIMIT:
+        raise Unsupported(f"a sum over all {size} entries of {var.name()}")
+    return [(np.repeat(rows, size), np.tile(np.arange(size, dtype=np.int64), rows.size), np.repeat(vals, size))
+            for rows, vals in all_entries]
 
 
 def _cat(parts) -> np.ndarray:

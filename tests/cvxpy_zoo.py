@@ -135,6 +135,7 @@ def clarabel_engine(problem: SDPProblem, settings: Settings) -> Result:
     ``min q'u s.t. M u = b, u in PSD x ... x R+`` as Clarabel's ``[M; -I] u + s = [b; 0]``.
     """
     assert isinstance(settings, Settings)
+    problem = problem.expanded() if problem.has_low_rank else problem  # Clarabel takes the terms as coordinates
     svec_sizes = [n * (n + 1) // 2 for n in problem.block_sizes]
     starts = np.concatenate([[0], np.cumsum(svec_sizes)]).astype(np.int64)
     num_u = starts[-1] + problem.n_lp

@@ -92,6 +92,27 @@ READABLE = {name: ZOO[name] for name in ("maxcut", "theta_petersen", "theta_rand
     "parameterised": lambda: parameterised(1.0)}
 
 
+def theta_of_a_cycle(n: int = 5, form: str = "sum") -> Case:
+    """Lovasz theta of the n-cycle, max <J, X> s.t. tr X = 1, X_ij = 0 on edges, with <J, X> written as sum(X) or
+    trace(J @ X): theta(C_5) = sqrt(5)."""
+    X = cp.Variable((n, n), PSD=True)
+    objective = cp.sum(X) if form == "sum" else cp.trace(np.ones((n, n)) @ X)
+    constraints = [cp.trace(X) == 1] + [X[i, (i + 1) % n] == 0 for i in range(n)]
+    return Case(cp.Problem(cp.Maximize(objective), constraints), [])
+
+
+def all_entries_in_constraints() -> Case:
+    """sum(X) in a constraint and sum(3 J * X) in another, beside a plain variable summed entrywise (no block)."""
+    rng = np.random.default_rng(8)
+    G = rng.standard_normal((6, 6))
+    X = cp.Variable((6, 6), PSD=True)
+    Y = cp.Variable((2, 2))
+    constraints = [cp.sum(X) == 2, cp.trace(X) == 1, cp.sum(cp.multiply(3 * np.ones((6, 6)), X)) <= 9,
+                   cp.sum(Y) == 1, Y >= 0]
+    return Case(cp.Problem(cp.Minimize(cp.trace((G + G.T) @ X) + cp.sum(cp.multiply([[1, 2], [3, 4]], Y))),
+                           constraints), [])
+
+
 # ------------------------------------------------------------------- (a) the reader, with an exact engine
 @pytest.mark.parametrize("name", READABLE)
 def test_the_reader_reads_the_model(name):
@@ -108,6 +129,40 @@ def test_exact_engine_through_the_reader_matches_clarabel(stand_in, name):
     # the engine's form has free scalars split as x+ - x-, which leaves Clarabel's duals less accurate
     check_against_clarabel(name, case, value, reference, reference_duals, rel=1e-6, abs=1e-7, violation=1e-6,
                            dual_rtol=1e-4, dual_atol=1e-4, places=5)
+
+
+@pytest.mark.parametrize("form", ["sum", "trace_J"])
+def test_a_sum_of_all_entries_of_a_block_is_read_as_a_rank_one_term(stand_in, form):
+    case = theta_of_a_cycle(7, form)
+    sdp = read_problem(case.problem).sdp
+    assert sdp.C_low_rank[0] is not None and sdp.C_coords[0][0].size == 0  # no n^2 coordinates
+    np.testing.assert_allclose(sdp.objective_matrix(0).toarray(), -np.ones((7, 7)))  # max <J, X> as min <-J, X>
+    reference, _ = solve_with_clarabel(case)
+    value = case.problem.solve(method=METHOD_NAME)
+    assert stand_in and value == pytest.approx(reference, rel=1e-6)
+
+
+def test_sums_of_all_entries_in_constraints_are_rank_one_terms(stand_in):
+    case = all_entries_in_constraints()
+    sdp = read_problem(case.problem).sdp
+    terms = sdp.A_low_rank[0]
+    # rows: the equalities (sum X, tr X, sum Y), then the inequalities (sum 3J*X first); tr X stays 6 coordinates
+    assert sorted(terms.con.tolist()) == [0, 3]
+    assert sdp.A_coords[0].con.tolist() == [1] * 6
+    dense = [sdp.constraint_matrix(i, 0).toarray() for i in (0, 3)]
+    np.testing.assert_allclose(dense[0], np.ones((6, 6)))
+    np.testing.assert_allclose(dense[1], 3 * np.ones((6, 6)))
+    reference, reference_duals = solve_with_clarabel(case)
+    value = case.problem.solve(method=METHOD_NAME)
+    assert stand_in
+    check_against_clarabel("all_entries", case, value, reference, reference_duals, rel=1e-6, abs=1e-7,
+                           violation=1e-6, dual_rtol=1e-4, dual_atol=1e-4, places=5)
+
+
+def test_theta_through_sum_with_the_engine():
+    problem = theta_of_a_cycle(5).problem
+    value = problem.solve(method=METHOD_NAME, device="cpu")
+    assert problem.status == cp.OPTIMAL and value == pytest.approx(np.sqrt(5.0), rel=1e-5)
 
 
 def test_maxcut_is_read_into_the_direct_apis_problem():
