@@ -7,8 +7,8 @@ objective and constraint is a batch of linear functionals on its expression's en
 (functional, entry, coefficient)), pushed from the root of the expression down to the variables through the
 adjoint of each atom, so no intermediate is ever expanded: ``trace(L @ X)`` (CVXPY writes it
 ``sum(multiply(L, X.T))``) reaches X as the entries of L, ``diag(X) == 1`` as n diagonal entries, and a sum of
-all entries of a PSD variable (``sum(X)``, ``trace(J @ X)``) the rank-one term 1 1' (``lowrank.LowRank``). PSD variables
-(``PSD=True``, or a variable constrained ``>> 0`` directly) become the engine's PSD blocks; any other PSD
+all entries of a PSD variable (``sum(X)``, ``trace(J @ X)``) as the rank-one term 1 1' (``lowrank.LowRank``). PSD
+variables (``PSD=True``, or a variable constrained ``>> 0`` directly) become the engine's PSD blocks; any other PSD
 constraint, an LMI, becomes a block tied entrywise to its expression; the entries of other variables that some
 functional touches become nonnegative engine variables (free ones as x+ - x-; entries nothing touches are 0).
 What it does not recognise (an atom, a variable attribute, a constraint kind, complex data) falls back to the
@@ -147,9 +147,13 @@ def _grouped_product(group, inner, vals, width, M):
 
 
 # ---------------------------------------------------------------------------------------------- the reader
+def _is_matrix_transpose(expr) -> bool:
+    return isinstance(expr, transpose) and expr.ndim == 2 and (expr.axes is None or tuple(expr.axes) == (1, 0))
+
+
 def _square_variable(expr):
     """The square 2-D variable that ``expr`` is, or whose transpose it is; else None (sum(X') = sum(X))."""
-    if isinstance(expr, transpose) and expr.ndim == 2 and (expr.axes is None or tuple(expr.axes) == (1, 0)):
+    if _is_matrix_transpose(expr):
         expr = expr.args[0]
     if isinstance(expr, Variable) and expr.ndim == 2 and expr.shape[0] == expr.shape[1]:
         return expr
@@ -232,7 +236,7 @@ class _Reader:
             self.push(expr.args[0], rows, np.zeros_like(idx), vals)
         elif isinstance(expr, index) and (mapping := self._slices(expr)) is not None:
             self.push(expr.args[0], rows, mapping(idx), vals)
-        elif isinstance(expr, transpose) and expr.ndim == 2 and (expr.axes is None or tuple(expr.axes) == (1, 0)):
+        elif _is_matrix_transpose(expr):
             p = expr.shape[0]
             q = expr.args[0].shape[0]
             self.push(expr.args[0], rows, idx // p + q * (idx % p), vals)
@@ -275,15 +279,15 @@ class _Reader:
 
     def _sum(self, expr, rows, idx, vals) -> None:
         arg = expr.args[0]
-        if expr.axis is None and _square_variable(arg) is not None:
-            self.all_entries[_square_variable(arg).id].append((rows, vals))
+        if expr.axis is None and (variable := _square_variable(arg)) is not None:
+            self.all_entries[variable.id].append((rows, vals))
             return
         if expr.axis is None and isinstance(arg, multiply) and arg.shape == arg.args[0].shape == arg.args[1].shape:
             # sum(W * E) (CVXPY's trace(A @ E)): only W's nonzeros reach E, never all of E's entries
             weight, other = self._constant_operand(arg)
             constant = _constant_entry(weight.value)
-            if constant is not None and _square_variable(other) is not None:  # sum(c J * X) = c sum(X)
-                self.all_entries[_square_variable(other).id].append((rows, vals * constant))
+            if constant is not None and (variable := _square_variable(other)) is not None:  # sum(c J * X) = c sum(X)
+                self.all_entries[variable.id].append((rows, vals * constant))
                 return
             W = _matrix(weight.value)
             w_rows, w_cols, w_vals = _coo(W)

@@ -126,6 +126,11 @@ class _Evaluation:
         certificate's lower estimates also carry the Ritz residuals, large when the eigensolver ran out of cycles)."""
         return sum(max(0.0, -pair.value) * weight for pair, weight in zip(self.eigenpairs, self.dual_weights))
 
+    def stalled_since(self, previous: _Evaluation | None) -> bool:
+        """Whether more iterations at this rank stopped paying: the slack's negative Ritz values were not halved
+        since ``previous`` (False without one)."""
+        return previous is not None and self.slack_estimate > 0.5 * previous.slack_estimate
+
     @property
     def dual_measure(self) -> float:
         """The criteria's measure of the dual side (certified gap, slack violation or DIMACS dual error)."""
@@ -488,7 +493,7 @@ def _low_rank_phases(run: _Run) -> None:
         previous = current.evaluation
         current = _Snapshot.of(run)
         run.keep(current)
-        polish_stalled = current.evaluation.slack_estimate > 0.5 * previous.slack_estimate
+        polish_stalled = current.evaluation.stalled_since(previous)
         if escaping and current.evaluation.worst > previous.worst:
             escapes = MAX_ESCAPES  # a wider factor made it worse (rgg 2^22 rose to 242 columns and out of memory)
 
@@ -517,8 +522,7 @@ def _riemannian_phases(run: _Run) -> None:
         if evaluation.worst <= settings.tol:
             return
         # no move at all: a zero gradient (rank 1 has no tangent directions), where only a wider factor can descend
-        saddle = phase.outcome is PhaseOutcome.STALLED or phase.moves == 0 or \
-            (previous is not None and evaluation.slack_estimate > 0.5 * previous.slack_estimate)
+        saddle = phase.outcome is PhaseOutcome.STALLED or phase.moves == 0 or evaluation.stalled_since(previous)
         directions = _escape_directions(run, evaluation) if saddle and escapes < MAX_ESCAPES else None
         if directions is not None:
             escapes += 1
