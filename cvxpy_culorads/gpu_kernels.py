@@ -22,8 +22,6 @@ import functools
 
 import cupy
 import numpy as np
-from cupy.cuda import device
-from cupy_backends.cuda.libs import cublas
 
 __all__ = ["GpuKernels", "lanes_for_rank", "sym_sample", "sym_sample_pair", "csr_matmul", "lbfgs_direction",
            "line_search_products"]
@@ -228,6 +226,52 @@ __device__ bool grid_sum(double (&acc)[P], double* __restrict__ partial, unsigne
     block_sum<P>(acc, sums);
     if (threadIdx.x == 0) *ticket = 0u;
     return true;
+}
+
+// Gram-Schmidt against the k rows of a C-ordered k x n array V (a Lanczos basis, a deflation's Q'): the
+// coefficients c_j = V[j] . w, rows in tiles of ROWS over blockIdx.y, each tile a deterministic grid sum of its own
+// (its slice of ``partial``, its own ticket); the last block writes c_j to out[j * stride]
+template<int ROWS>
+__global__ void rows_dot_kernel(const double* __restrict__ V, const double* __restrict__ w, long long n, int k,
+                                double* partial, unsigned* tickets, double* out, long long stride) {
+    __shared__ double sums[ROWS];
+    const int j0 = blockIdx.y * ROWS;
+    double acc[ROWS];
+#pragma unroll
+    for (int t = 0; t < ROWS; ++t) acc[t] = 0.0;
+    const long long start = (long long)blockIdx.x * blockDim.x + threadIdx.x, step = (long long)gridDim.x * blockDim.x;
+    for (long long i = start; i < n; i += step) {
+        const double wi = w[i];
+#pragma unroll
+        for (int t = 0; t < ROWS; ++t)
+            if (j0 + t < k) acc[t] = fma(V[(long long)(j0 + t) * n + i], wi, acc[t]);
+    }
+    if (!grid_sum<ROWS>(acc, partial + (long long)blockIdx.y * gridDim.x * ROWS, tickets + blockIdx.y, sums)) return;
+    if (threadIdx.x < ROWS && j0 + (int)threadIdx.x < k)
+        out[(long long)(j0 + threadIdx.x) * stride] = sums[threadIdx.x];
+}
+
+// w -= V' c (c_j at c[j * stride]); and, with ``add``, add[j * add_stride] += c_j for j < k
+__global__ void rows_subtract_kernel(const double* __restrict__ V, const double* __restrict__ c, long long stride,
+                                     long long n, int k, double* __restrict__ w, double* add, long long add_stride) {
+    const long long start = (long long)blockIdx.x * blockDim.x + threadIdx.x, step = (long long)gridDim.x * blockDim.x;
+    for (long long i = start; i < n; i += step) {
+        double s = 0.0;
+        for (int j = 0; j < k; ++j) s = fma(V[(long long)j * n + i], c[(long long)j * stride], s);
+        w[i] -= s;
+    }
+    if (add != nullptr)
+        for (long long j = start; j < k; j += step) add[j * add_stride] += c[j * stride];
+}
+
+// out[0] = ||w||_2, deterministic
+__global__ void norm_kernel(const double* __restrict__ w, long long n, double* partial, unsigned* ticket,
+                            double* out) {
+    __shared__ double sums[1];
+    double acc[1] = {0.0};
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
+        acc[0] = fma(w[i], w[i], acc[0]);
+    if (grid_sum<1>(acc, partial, ticket, sums) && threadIdx.x == 0) out[0] = sqrt(sums[0]);
 }
 
 // L-BFGS two-loop recursion in the basis (G, s_0, y_0, s_1, y_1, ...) of K = 1 + 2 pairs vectors (oldest pair first):
@@ -610,8 +654,6 @@ _CG_DIRECTION = cupy.ElementwiseKernel(
     "p = __dadd_rn(__dmul_rn(p, rr[0] > 0.0 ? rr_new[0] / rr[0] : 0.0), r);", "culorads_cg_direction")
 _DIVIDE_BY = cupy.ElementwiseKernel(
     "float64 w, raw float64 norm", "float64 out", "out = w / norm[0];", "culorads_divide_by")
-# cuBLAS's scalars, read from the host when the call is made (host pointer mode)
-_ONE, _ZERO, _MINUS_ONE = np.ones(1), np.zeros(1), -np.ones(1)
 
 REDUCE_THREADS = 256  # the reduction kernels' block size (their warp_sums table assumes 8 warps)
 REDUCE_BLOCKS_PER_SM = 2  # grid cap of the grid-stride reductions: enough loads in flight, few partial sums
@@ -676,6 +718,47 @@ def line_search_products(AW, Avals, b, lam, rho, R, D, CD, out):
     return out
 
 
+ROWS_PER_TILE = 8  # rows of V per tile of the Gram-Schmidt coefficients (sums held in registers per thread)
+MAX_ROW_TILES = 1024  # tickets kept per device: V of up to 8192 rows
+ROW_BLOCKS_PER_SM = 8  # the Gram-Schmidt kernels' grid cap: their loads in flight, not their partial sums, limit them
+_ROW_TICKETS: dict = {}  # device id -> MAX_ROW_TILES uint32 tickets (always left at zero; never reallocated,
+#                           as recorded graphs hold their address)
+
+
+def _row_tickets():
+    device_id = cupy.cuda.Device().id
+    if device_id not in _ROW_TICKETS:
+        _ROW_TICKETS[device_id] = cupy.zeros(MAX_ROW_TILES, dtype=np.uint32)
+    return _ROW_TICKETS[device_id]
+
+
+def rows_dot(V, k: int, w, out, stride: int = 1):
+    """out[j * stride] = V[j] . w for j < k (V C-ordered, n columns; ``out`` a view whose pointer is entry 0)."""
+    n = V.shape[1]
+    tiles = -(-k // ROWS_PER_TILE)
+    if tiles > MAX_ROW_TILES:
+        raise ValueError(f"rows_dot: at most {MAX_ROW_TILES * ROWS_PER_TILE} rows, got {k}")
+    blocks = max(1, min(-(-n // REDUCE_THREADS), ROW_BLOCKS_PER_SM * _multiprocessors(cupy.cuda.Device().id) // tiles))
+    partial = cupy.empty(tiles * blocks * ROWS_PER_TILE)
+    _kernel(f"rows_dot_kernel<{ROWS_PER_TILE}>")((blocks, tiles), (REDUCE_THREADS,), (
+        V, w, np.int64(n), np.int32(k), partial, _row_tickets(), out, np.int64(stride)))
+
+
+def rows_subtract(V, k: int, c, w, stride: int = 1, add=None, add_stride: int = 1):
+    """w -= V[:k]' c (c_j at c[j * stride]) in place; with ``add``, also add[j * add_stride] += c_j."""
+    n = V.shape[1]
+    blocks = max(1, min(-(-n // REDUCE_THREADS), ROW_BLOCKS_PER_SM * _multiprocessors(cupy.cuda.Device().id)))
+    _kernel("rows_subtract_kernel")((blocks,), (REDUCE_THREADS,), (
+        V, c, np.int64(stride), np.int64(n), np.int32(k), w, add, np.int64(add_stride)))
+
+
+def norm_into(w, out):
+    """out[0] = ||w||_2 (deterministic)."""
+    blocks = _reduce_grid(w.size)
+    partial = cupy.empty(blocks)
+    _kernel("norm_kernel")((blocks,), (REDUCE_THREADS,), (w, np.int64(w.size), partial, _ticket(), out))
+
+
 def _row_arrays(X, *others):
     """Check that the factors of a row kernel are C-contiguous float64 device arrays of one 2-D shape."""
     for A in (X, *others):
@@ -701,6 +784,42 @@ def sphere_retract(X, D, tau, roots, out):
     _kernel(f"sphere_retract_kernel<{lanes}>")(_grid(n, lanes), (_BLOCK,), (
         X, D, np.float64(tau), roots, out, np.int64(n), np.int32(r)))
     return out
+
+
+# Lanczos cycles on blocks up to this order are replayed from a CUDA graph: below it a step's device time is a
+# fraction of the host's ~0.2 ms of launches, above it the graph's own workspace is not worth holding
+REPLAY_MAX_ROWS = 1 << 22
+_CAPTURE_STREAMS: dict[int, cupy.cuda.Stream] = {}
+
+
+class Recording:
+    """Launches captured once into a CUDA graph, replayed by :meth:`launch`, with the private memory pool that
+    served the allocations made while capturing: freed temporaries were reused in stream order there as in an
+    eager run, and the pool, kept with the graph, reserves that memory for every replay."""
+
+    def __init__(self, graph, pool):
+        self.graph, self.pool = graph, pool
+
+    @classmethod
+    def of(cls, body) -> Recording | None:
+        """The recording of ``body()``'s launches, captured on a side stream (blocking, so ordered with the
+        default stream), or None where the capture failed (nothing of ``body`` has run then)."""
+        _ticket(), _row_tickets()  # created outside: an array of the recording's pool would die with it
+        stream = _CAPTURE_STREAMS.setdefault(cupy.cuda.Device().id, cupy.cuda.Stream())
+        pool = cupy.cuda.MemoryPool()
+        try:
+            with stream, cupy.cuda.using_allocator(pool.malloc):
+                stream.begin_capture(cupy.cuda.runtime.streamCaptureModeRelaxed)  # the pool may cudaMalloc
+                try:
+                    body()
+                finally:
+                    graph = stream.end_capture()
+        except (cupy.cuda.runtime.CUDARuntimeError, NotImplementedError):  # CuPy's cuBLAS calls refuse capture
+            return None
+        return cls(graph, pool)
+
+    def launch(self) -> None:
+        self.graph.launch(cupy.cuda.get_current_stream())
 
 
 class GpuKernels:
@@ -788,35 +907,47 @@ class GpuKernels:
         return sphere_retract(X, D, tau, roots, out)
 
     @staticmethod
+    def lanczos_cycle(step, first, stop, rows, deadline, recorded):
+        """:meth:`CpuKernels.lanczos_cycle`, its launches captured into a :class:`Recording` (kept in the caller's
+        dict ``recorded`` by (first, stop)) and replayed: one graph launch per cycle instead of ~10 launches per
+        step from the host. The deadline is not consulted inside the cycle (the host could only read a clock that
+        runs ahead of the device); blocks of more than ``REPLAY_MAX_ROWS`` rows run the steps directly."""
+        recording = None
+        if rows <= REPLAY_MAX_ROWS:
+            if (first, stop) not in recorded:
+                recorded[first, stop] = Recording.of(lambda: [step(j) for j in range(first, stop)])
+            recording = recorded[first, stop]
+        if recording is None:
+            for j in range(first, stop):
+                step(j)
+        else:
+            recording.launch()
+        return stop
+
+    @staticmethod
     def lanczos_extend(basis, j, w, projection, complement):
-        """:meth:`CpuKernels.lanczos_extend` by cuBLAS calls on the raw pointers (the strided column of the
-        projection included) and one division kernel: through CuPy's array operations a Lanczos step took 0.44 ms
-        at n = 1e4 and 2e4 on the H100, most of it host overhead, and 0.21 ms this way (2026-11-23). ``basis``
-        (C-ordered k x n) is column-major n x k for cuBLAS, so op T gives basis w and op N gives basis' c."""
+        """:meth:`CpuKernels.lanczos_extend` in six launches of this module's kernels (no cuBLAS, whose CuPy
+        wrappers refuse a capturing stream): through CuPy's array operations a Lanczos step took 0.44 ms at
+        n = 1e4 and 2e4 on the H100, most of it host overhead; :meth:`lanczos_cycle` replays the launches."""
         n, k, stride = basis.shape[1], j + 1, projection.shape[1]
         if not (basis.flags.c_contiguous and projection.flags.c_contiguous and w.flags.c_contiguous
                 and basis.dtype == projection.dtype == w.dtype == np.float64 and w.shape == (n,)):
             raise ValueError("lanczos_extend: basis, projection and w must be C-contiguous float64, w of length n")
-        handle = device.get_cublas_handle()
-        mode = cublas.getPointerMode(handle)
-        column = projection.data.ptr + 8 * j
+        column = projection[:, j]
+        rows_dot(basis, k, w, column, stride)
+        rows_subtract(basis, k, column, w, stride)
+        w = complement(w)
         second = cupy.empty(k)
+        rows_dot(basis, k, w, second)
+        rows_subtract(basis, k, second, w, add=column, add_stride=stride)
         norm = projection[j + 1, j:j + 1]
-        one, zero, minus_one = _ONE.ctypes.data, _ZERO.ctypes.data, _MINUS_ONE.ctypes.data
-        try:
-            cublas.setPointerMode(handle, cublas.CUBLAS_POINTER_MODE_HOST)
-            cublas.dgemv(handle, cublas.CUBLAS_OP_T, n, k, one, basis.data.ptr, n, w.data.ptr, 1, zero, column,
-                         stride)
-            cublas.dgemv(handle, cublas.CUBLAS_OP_N, n, k, minus_one, basis.data.ptr, n, column, stride, one,
-                         w.data.ptr, 1)
-            w = complement(w)
-            cublas.dgemv(handle, cublas.CUBLAS_OP_T, n, k, one, basis.data.ptr, n, w.data.ptr, 1, zero,
-                         second.data.ptr, 1)
-            cublas.dgemv(handle, cublas.CUBLAS_OP_N, n, k, minus_one, basis.data.ptr, n, second.data.ptr, 1, one,
-                         w.data.ptr, 1)
-            cublas.daxpy(handle, k, one, second.data.ptr, 1, column, stride)
-            cublas.setPointerMode(handle, cublas.CUBLAS_POINTER_MODE_DEVICE)
-            cublas.dnrm2(handle, n, w.data.ptr, 1, norm.data.ptr)
-        finally:
-            cublas.setPointerMode(handle, mode)
+        norm_into(w, norm)
         _DIVIDE_BY(w, norm, basis[j + 1])
+
+    @staticmethod
+    def project_out(V, w):
+        """w -= V' (V w) in place (returns w)."""
+        coefficients = cupy.empty(V.shape[0])
+        rows_dot(V, V.shape[0], w, coefficients)
+        rows_subtract(V, V.shape[0], coefficients, w)
+        return w

@@ -19,6 +19,7 @@ access to a factor row is contiguous). The CPU versions are the references the G
 """
 from __future__ import annotations
 
+import time
 from typing import Protocol, runtime_checkable
 
 import numpy as np
@@ -64,6 +65,8 @@ class Kernels(Protocol):
     def cg_step(self, x, r, p, Ap, rr, pAp) -> None: ...
     def cg_direction(self, p, r, rr_new, rr) -> None: ...
     def lanczos_extend(self, basis, j, w, projection, complement) -> None: ...
+    def lanczos_cycle(self, step, first, stop, rows, deadline, recorded) -> int: ...
+    def project_out(self, V, w): ...
     def sphere_tangent(self, Z, X, squares, scale, out): ...
     def sphere_retract(self, X, D, tau, roots, out): ...
 
@@ -208,6 +211,24 @@ class CpuKernels:
         projection[j + 1, j] = np.linalg.norm(w)
         with np.errstate(divide="ignore", invalid="ignore"):
             np.divide(w, projection[j + 1, j], out=basis[j + 1])
+
+    @staticmethod
+    def project_out(V, w):
+        """w -= V' (V w) in place for a C-ordered k x n V (returns w)."""
+        w -= V.T @ (V @ w)
+        return w
+
+    @staticmethod
+    def lanczos_cycle(step, first, stop, rows, deadline, recorded):
+        """step(j) for j = first, ..., stop - 1, in order, on vectors of ``rows`` entries; returns the j after the
+        last step run: ``stop``, or less once the clock (``time.perf_counter``) has passed ``deadline`` (one cycle
+        of n = 3e5 takes 1.5 s on a CPU). ``recorded``: the caller's dict of replays (unused here); every call
+        with the same (first, stop) must mean the same steps on the same arrays."""
+        for j in range(first, stop):
+            step(j)
+            if j + 1 < stop and time.perf_counter() >= deadline:
+                return j + 1
+        return stop
 
     # ------------------------------------------------------------------ rows of a product of spheres
     @staticmethod

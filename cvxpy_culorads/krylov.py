@@ -94,16 +94,18 @@ def lanczos_smallest(matrix, n: int, backend, accuracy: float, seed: int, guess=
     restart does, stalls when eigenvalues cluster at the bottom, as they do at a MaxCut optimum (the dual
     slack's null space has the dimension of the rank): G67 then used up 40 cycles without converging. The
     coefficients stay on the device until the cycle ends (one transfer per cycle, not per step); a
-    breakdown (beta ~ 0) is found then, and the steps after it are discarded.
+    breakdown (beta ~ 0) is found then, and the steps after it are discarded. A cycle's steps go through
+    ``kernels.lanczos_cycle``, which on the GPU records them once as a CUDA graph and replays it: the same
+    arrays every cycle, so the projection is one array zeroed per cycle.
     """
     xp, kernels = backend.xp, kernels_for(backend)
     dimension = n - (0 if deflate is None else deflate.shape[1])
     steps = min(steps, dimension - 1, affordable_lanczos_steps(backend, n)) if dimension > 1 else 1
 
+    deflate_rows = None if deflate is None else xp.ascontiguousarray(deflate.T)
+
     def complement(w):
-        if deflate is not None:
-            w -= deflate @ (deflate.T @ w)
-        return w
+        return w if deflate_rows is None else kernels.project_out(deflate_rows, w)
 
     v = complement(xp.asarray(np.random.default_rng(seed).standard_normal(n)))
     v /= xp.linalg.norm(v)
@@ -113,28 +115,27 @@ def lanczos_smallest(matrix, n: int, backend, accuracy: float, seed: int, guess=
         v /= xp.linalg.norm(v)
     basis = xp.empty((steps + 1, n))
     basis[0] = v
-    kept, ritz_values = 0, None
+    projection = xp.empty((steps + 1, steps))  # column j: basis' S basis[j]; below it, the norm beta_j
+
+    def step(j):
+        w = complement(symmetric_times(kernels, matrix, basis[j]))  # on the GPU no cuSPARSE set-up per product
+        kernels.lanczos_extend(basis, j, w, projection, complement)
+
+    kept, ritz_values, recorded = 0, None, {}
     for _ in range(cycles):
-        projection = xp.zeros((steps + 1, steps))  # column j: basis' S basis[j]; below it, the norm beta_j
+        projection.fill(0.0)
         if kept:
             projection[np.arange(kept), np.arange(kept)] = xp.asarray(ritz_values[:kept])
-        last = steps  # the steps of this cycle that ran: fewer when the deadline cut it short
-        for j in range(kept, steps):
-            w = complement(symmetric_times(kernels, matrix, basis[j]))  # on the GPU no cuSPARSE set-up per product
-            kernels.lanczos_extend(basis, j, w, projection, complement)
-            # one cycle of n = 3e5 takes 1.5 s on a CPU. The host's clock, unsynchronised: on the GPU the host runs
-            # at most this cycle's launches ahead, and a synchronisation would make it wait for every step
-            if j + 1 < steps and time.perf_counter() >= deadline:
-                last = j + 1
-                break
-        projection = backend.to_host(projection)
-        betas = np.diagonal(projection, -1)[:last]
-        small = np.flatnonzero(~(betas[kept:] > 1e-14 * np.maximum(1.0, np.abs(np.diagonal(projection)[kept:last]))))
+        # the steps of this cycle that ran: fewer when the deadline cut it short
+        last = kernels.lanczos_cycle(step, kept, steps, n, deadline, recorded)
+        coefficients = backend.to_host(projection)
+        betas = np.diagonal(coefficients, -1)[:last]
+        small = np.flatnonzero(~(betas[kept:] > 1e-14 * np.maximum(1.0, np.abs(np.diagonal(coefficients)[kept:last]))))
         size = kept + int(small[0]) + 1 if small.size else last
-        upper = np.triu(projection[:size, :size])
+        upper = np.triu(coefficients[:size, :size])
         values, vectors = scipy.linalg.eigh(upper + np.triu(upper, 1).T)
         theta = float(values[0])
-        residual = 0.0 if small.size else abs(projection[size, size - 1] * vectors[size - 1, 0])  # 0: invariant
+        residual = 0.0 if small.size else abs(coefficients[size, size - 1] * vectors[size - 1, 0])  # 0: invariant
         hopeless = give_up_between[0] <= theta < give_up_between[1]
         failed = theta < fails_below and residual <= DECIDED_RESIDUAL_SHARE * abs(theta)
         done = residual <= accuracy or theta - residual >= enough or hopeless or failed or small.size or last < steps

@@ -353,6 +353,55 @@ def test_lanczos_extend_matches_the_numpy_step(deflated):
         assert np.abs(basis @ Q).max() <= 1e-12
 
 
+def test_a_recording_replays_its_launches_without_running_them_at_capture():
+    x = cp.zeros(5)
+
+    def body():
+        y = x + 1.0  # a temporary from the recording's own pool
+        x[...] = 2.0 * y
+
+    recording = gk.Recording.of(body)
+    assert recording is not None
+    assert cp.asnumpy(x).tolist() == [0.0] * 5
+    for _ in range(3):
+        recording.launch()
+    assert cp.asnumpy(x).tolist() == [14.0] * 5  # 0 -> 2 -> 6 -> 14
+
+
+@pytest.mark.parametrize("deflated", [False, True])
+@pytest.mark.parametrize("replayed", [False, True])
+def test_lanczos_cycles_on_the_gpu_match_the_numpy_run(deflated, replayed, monkeypatch):
+    # many restarts, so that the steady cycle is captured once and replayed; the direct path above the row limit
+    from cvxpy_culorads.backend import select_backend
+    from cvxpy_culorads.krylov import lanczos_smallest
+    recordings = []
+    record = gk.Recording.of
+    monkeypatch.setattr(gk.Recording, "of", lambda body: recordings.append(record(body)) or recordings[-1])
+    monkeypatch.setattr(gk, "REPLAY_MAX_ROWS", gk.REPLAY_MAX_ROWS if replayed else 0)
+    rng = np.random.default_rng(9)
+    n, q = 1500, 4
+    M = scipy.sparse.random(n, n, density=5.0 / n, random_state=rng)
+    matrix = (M + M.T).tocsr()
+    Q = np.linalg.qr(rng.standard_normal((n, q)))[0] if deflated else None
+    options = dict(accuracy=1e-9, seed=3, steps=16, cycles=60)
+    cpu, gpu = select_backend("cpu"), select_backend("gpu")
+    want, _, want_residual = lanczos_smallest(cpu.csr(matrix), n, cpu, deflate=Q, **options)
+    got, vector, residual = lanczos_smallest(gpu.csr(matrix), n, gpu, deflate=None if Q is None else cp.asarray(Q),
+                                             **options)
+    assert want_residual <= 1e-9 and residual <= 1e-9
+    assert got == pytest.approx(want, abs=1e-9)
+    v = cp.asnumpy(vector)
+    if deflated:  # the run solves P S P with P = I - Q Q'
+        assert np.abs(Q.T @ v).max() <= 1e-10
+        Sv = matrix @ v
+        Sv -= Q @ (Q.T @ Sv)
+    else:
+        Sv = matrix @ v
+    assert np.linalg.norm(Sv - got * v) <= residual + 1e-11
+    # two recordings (the first cycle and the steady one), every one captured, or none at all above the limit
+    assert len(recordings) == (2 if replayed else 0) and all(recordings)
+
+
 @pytest.mark.parametrize("r", [1, 3, 8, 33, 70])
 def test_sphere_row_kernels_match_the_numpy_rows(r):
     rng = np.random.default_rng(r)
