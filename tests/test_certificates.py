@@ -129,6 +129,26 @@ def test_lanczos_stops_once_its_ritz_value_fails_the_callers_test(device):
     assert converged_residual <= 1e-12 and converged == pytest.approx(smallest, abs=1e-10)
 
 
+@pytest.mark.parametrize("device", DEVICES)
+def test_lanczos_goes_on_past_its_cycles_while_the_callers_test_is_undecided(device):
+    # after one cycle the Ritz value passes the threshold and the value less its residual does not: the answer
+    # hangs on the eigensolver, which goes on (up to UNDECIDED_CYCLES_FACTOR times its cycles) until it decides
+    from cvxpy_culorads.krylov import lanczos_smallest
+    n = 400
+    rng = np.random.default_rng(6)
+    M = sp.random(n, n, density=5.0 / n, random_state=rng)
+    matrix = (M + M.T + sp.diags(rng.standard_normal(n))).tocsr()
+    smallest = np.linalg.eigvalsh(matrix.toarray())[0]
+    backend = select_backend(device)
+    options = dict(accuracy=0.0, seed=1, steps=30, cycles=1)
+    value, _, residual = lanczos_smallest(backend.csr(matrix), n, backend, **options)
+    assert value - residual < value - 0.5 * residual < value  # undecided for the threshold below
+    threshold = value - 0.5 * residual
+    decided, _, decided_residual = lanczos_smallest(backend.csr(matrix), n, backend, **options, fails_below=threshold)
+    assert decided_residual < 1e-3 * residual
+    assert threshold <= decided - decided_residual <= smallest + 1e-12
+
+
 def _planted_cluster(n: int, cluster: int, seed: int):
     """A symmetric matrix with ``cluster`` eigenvalues within 1e-6 of zero (one of them -1e-6) and the rest in
     [0.05, 3], with its eigenvectors."""
