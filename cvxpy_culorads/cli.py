@@ -60,9 +60,9 @@ def _parser(json_errors: bool = False) -> argparse.ArgumentParser:
     parser.add_argument("--seed", type=int, help="random seed of the starting point")
     parser.add_argument("--no-interior-point", action="store_true",
                         help="never hand a small problem to the interior-point method (low-rank phases only)")
-    parser.add_argument("--riemannian", action="store_true",
-                        help="solve problems whose constraints all fix diagonal entries (MaxCut) by L-BFGS on their "
-                             "product of spheres instead of phases I and II")
+    parser.add_argument("--no-riemannian", action="store_true",
+                        help="solve problems whose constraints all fix diagonal entries (MaxCut) by phases I and II "
+                             "(ALM, ADMM) as the cuLoRADS paper does, not by L-BFGS on their product of spheres")
     parser.add_argument("--route", choices=("auto", "low_rank", "interior_point"),
                         help="which method starts on a problem the interior-point method can take (default auto: "
                              "the cheaper by estimate)")
@@ -80,8 +80,8 @@ def _settings(args: argparse.Namespace) -> Settings:
     options = {name: value for name, value in given.items() if value is not None}
     if args.no_interior_point:
         options["interior_point"] = False
-    if args.riemannian:
-        options["riemannian"] = True
+    if args.no_riemannian:
+        options["riemannian"] = False
     return Settings.from_options(**options, verbose=not args.quiet)
 
 

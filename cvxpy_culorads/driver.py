@@ -11,9 +11,9 @@ the trace (``bounds.TraceBounds``). The ``criterion`` setting names the measures
 the objective is scaled up (so the penalty weighs relatively less and optimality gains weight), the
 multipliers with it, and a short ALM run and an ADMM run follow. When polishing stops paying and the dual
 slack still has a clearly negative eigenvalue, the point is a low-rank saddle: the rank grows along that
-eigenvector and both phases run again. With ``riemannian=True``, problems whose constraints all fix diagonal entries
-(MaxCut) run the Riemannian phase (``riemannian.py``) instead of phases I and II, with the same measurements and
-escapes between its runs. Problems small enough for a dense interior-point method
+eigenvector and both phases run again. Problems whose constraints all fix diagonal entries (MaxCut) run the
+Riemannian phase (``riemannian.py``) instead of phases I and II unless ``riemannian=False``, with the same
+measurements and escapes between its runs. Problems small enough for a dense interior-point method
 (``interior_point.py``) start with it when it is estimated cheaper (``costs.py``, ``Settings.route``), and go to
 it when the low-rank phases have used ``interior_point_patience`` inner iterations or its estimated time, or end
 without meeting ``tol``: that is where low-rank methods stall (degenerate or high-rank optima); an

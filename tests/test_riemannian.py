@@ -84,10 +84,11 @@ def test_weighted_diagonals_in_several_blocks_match_clarabel():
     assert primal_residual(problem, result) <= 1e-12
 
 
-def test_the_paper_phases_give_the_same_answer():  # and stay the default
+def test_the_paper_phases_give_the_same_answer():  # the spheres are the default
     problem, _ = random_maxcut(80, 0.2, seed=11)
-    spheres = solve(problem, device="cpu", route="low_rank", riemannian=True)
-    phases = solve(problem, device="cpu", route="low_rank")
+    spheres = solve(problem, device="cpu", route="low_rank")
+    phases = solve(problem, device="cpu", route="low_rank", riemannian=False)
+    assert spheres.iterations["riemannian"] > 0 and spheres.iterations["alm"] == 0
     assert phases.iterations["riemannian"] == 0 and phases.iterations["alm"] > 0
     assert spheres.status is phases.status is Status.OPTIMAL
     assert spheres.primal_objective == pytest.approx(phases.primal_objective, rel=2e-5)

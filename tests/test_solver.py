@@ -48,7 +48,7 @@ def test_blocks_and_nonnegative_variables_match_clarabel(device):
 
 def test_result_fields_and_rank_bound():
     problem, _ = random_maxcut(20, 0.4, seed=3)
-    result = solve(problem, device="cpu", rank=2, route="low_rank")
+    result = solve(problem, device="cpu", rank=2, route="low_rank", riemannian=False)
     assert result.status is Status.OPTIMAL
     assert result.ranks[0] == result.factors[0].shape[1] >= 2
     assert result.iterations["alm"] > 0
