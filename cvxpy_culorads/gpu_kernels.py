@@ -732,13 +732,19 @@ def _row_tickets():
     return _ROW_TICKETS[device_id]
 
 
+def _row_grid(n: int, tiles: int = 1) -> int:
+    """Blocks per tile of the Gram-Schmidt kernels over vectors of n entries."""
+    cap = ROW_BLOCKS_PER_SM * _multiprocessors(cupy.cuda.Device().id) // tiles
+    return max(1, min(-(-n // REDUCE_THREADS), cap))
+
+
 def rows_dot(V, k: int, w, out, stride: int = 1):
     """out[j * stride] = V[j] . w for j < k (V C-ordered, n columns; ``out`` a view whose pointer is entry 0)."""
     n = V.shape[1]
     tiles = -(-k // ROWS_PER_TILE)
     if tiles > MAX_ROW_TILES:
         raise ValueError(f"rows_dot: at most {MAX_ROW_TILES * ROWS_PER_TILE} rows, got {k}")
-    blocks = max(1, min(-(-n // REDUCE_THREADS), ROW_BLOCKS_PER_SM * _multiprocessors(cupy.cuda.Device().id) // tiles))
+    blocks = _row_grid(n, tiles)
     partial = cupy.empty(tiles * blocks * ROWS_PER_TILE)
     _kernel(f"rows_dot_kernel<{ROWS_PER_TILE}>")((blocks, tiles), (REDUCE_THREADS,), (
         V, w, np.int64(n), np.int32(k), partial, _row_tickets(), out, np.int64(stride)))
@@ -747,9 +753,15 @@ def rows_dot(V, k: int, w, out, stride: int = 1):
 def rows_subtract(V, k: int, c, w, stride: int = 1, add=None, add_stride: int = 1):
     """w -= V[:k]' c (c_j at c[j * stride]) in place; with ``add``, also add[j * add_stride] += c_j."""
     n = V.shape[1]
-    blocks = max(1, min(-(-n // REDUCE_THREADS), ROW_BLOCKS_PER_SM * _multiprocessors(cupy.cuda.Device().id)))
-    _kernel("rows_subtract_kernel")((blocks,), (REDUCE_THREADS,), (
+    _kernel("rows_subtract_kernel")((_row_grid(n),), (REDUCE_THREADS,), (
         V, c, np.int64(stride), np.int64(n), np.int32(k), w, add, np.int64(add_stride)))
+
+
+def gram_schmidt_pass(V, k: int, w, coefficients, stride: int = 1, add=None, add_stride: int = 1):
+    """One classical Gram-Schmidt pass against V[:k]: ``coefficients`` (entry j at j * stride) = V[:k] w, then
+    w -= V[:k]' coefficients; with ``add``, add[j * add_stride] += coefficient j as well."""
+    rows_dot(V, k, w, coefficients, stride)
+    rows_subtract(V, k, coefficients, w, stride, add, add_stride)
 
 
 def norm_into(w, out):
@@ -912,11 +924,9 @@ class GpuKernels:
         dict ``recorded`` by (first, stop)) and replayed: one graph launch per cycle instead of ~10 launches per
         step from the host. The deadline is not consulted inside the cycle (the host could only read a clock that
         runs ahead of the device); blocks of more than ``REPLAY_MAX_ROWS`` rows run the steps directly."""
-        recording = None
-        if rows <= REPLAY_MAX_ROWS:
-            if (first, stop) not in recorded:
-                recorded[first, stop] = Recording.of(lambda: [step(j) for j in range(first, stop)])
-            recording = recorded[first, stop]
+        if rows <= REPLAY_MAX_ROWS and (first, stop) not in recorded:
+            recorded[first, stop] = Recording.of(lambda: [step(j) for j in range(first, stop)])
+        recording = recorded.get((first, stop))
         if recording is None:
             for j in range(first, stop):
                 step(j)
@@ -934,12 +944,9 @@ class GpuKernels:
                 and basis.dtype == projection.dtype == w.dtype == np.float64 and w.shape == (n,)):
             raise ValueError("lanczos_extend: basis, projection and w must be C-contiguous float64, w of length n")
         column = projection[:, j]
-        rows_dot(basis, k, w, column, stride)
-        rows_subtract(basis, k, column, w, stride)
+        gram_schmidt_pass(basis, k, w, column, stride)
         w = complement(w)
-        second = cupy.empty(k)
-        rows_dot(basis, k, w, second)
-        rows_subtract(basis, k, second, w, add=column, add_stride=stride)
+        gram_schmidt_pass(basis, k, w, cupy.empty(k), add=column, add_stride=stride)
         norm = projection[j + 1, j:j + 1]
         norm_into(w, norm)
         _DIVIDE_BY(w, norm, basis[j + 1])
@@ -947,7 +954,5 @@ class GpuKernels:
     @staticmethod
     def project_out(V, w):
         """w -= V' (V w) in place (returns w)."""
-        coefficients = cupy.empty(V.shape[0])
-        rows_dot(V, V.shape[0], w, coefficients)
-        rows_subtract(V, V.shape[0], coefficients, w)
+        gram_schmidt_pass(V, V.shape[0], w, cupy.empty(V.shape[0]))
         return w

@@ -148,9 +148,10 @@ class Settings:
     - ``riemannian``: on problems whose constraints all fix diagonal entries, one per row of every PSD block
       (MaxCut, ``diag(X) == d``), run L-BFGS on the product of spheres those constraints make (``riemannian.py``)
       instead of phases I and II: the constraints hold exactly at every step and the multipliers follow from
-      stationarity. True (default) since, on one H100 in one run (README, "Riemannian phase by default"), it was the
-      faster of the two on every MaxCut measured (Gset G1 to G81, delaunay 2^20, rgg 2^22, where phases I and II hit
-      the 60 s limit). False: the ALM and ADMM phases, as in the cuLoRADS paper, on every problem.
+      stationarity. True (default) since, on one H100 in one run (README, "Lanczos replayed from CUDA graphs, and the
+      Riemannian phase by default"), it was the faster of the two on every MaxCut measured (Gset G1 to G81, delaunay
+      2^20, rgg 2^22, where phases I and II hit the 60 s limit). False: the ALM and ADMM phases, as in the cuLoRADS
+      paper, on every problem.
     - ``route``: which method starts on a problem the interior-point method can take. ``"auto"`` (default): the
       one with the smaller estimated time (``costs.py``); the low-rank phases then hand over after
       ``interior_point_patience`` inner iterations or the interior-point method's estimated time, and the
