@@ -24,7 +24,7 @@ import numpy as np
 
 from .kernels import kernels_for
 from .krylov import conjugate_gradient, lanczos_smallest
-from .layout import LowRankUpdate, symmetric_times
+from .layout import symmetric_times
 from .measures import ProblemNorms
 from .memory import deflation_fits
 
@@ -248,7 +248,7 @@ def _orthonormal_range(factor, backend):
 
 def _gershgorin_lower(matrix, backend) -> float:
     """min_i (S_ii - sum_{j != i} |S_ij|) of a sparse symmetric matrix: a lower bound on its eigenvalues."""
-    if isinstance(matrix, LowRankUpdate):
+    if hasattr(matrix, "gershgorin_lower"):  # a LowRankUpdate or a sharded matrix
         return matrix.gershgorin_lower()
     xp = backend.xp
     absolute = matrix.copy()

@@ -48,6 +48,8 @@ def _parser(json_errors: bool = False) -> argparse.ArgumentParser:
     parser.add_argument("--graph-format", choices=GRAPH_FORMATS,
                         help="graph file format (default: from the suffix; no known suffix means rudy)")
     parser.add_argument("--device", choices=("auto", "cpu", "gpu"), help="where to solve (default auto)")
+    parser.add_argument("--gpus", help="split the problem over several devices: a count, or GPU ids as 0,1 (with "
+                                       "--device cpu the shards are simulated in one process)")
     parser.add_argument("--tol", type=float, help="tolerance of the stopping criterion")
     parser.add_argument("--criterion", choices=("certified", "dimacs"),
                         help="certified (default): primal residual per constraint and certified gap; dimacs: the "
@@ -82,7 +84,17 @@ def _settings(args: argparse.Namespace) -> Settings:
         options["interior_point"] = False
     if args.no_riemannian:
         options["riemannian"] = False
+    if args.gpus is not None:
+        options["devices"] = _devices(args.gpus)
     return Settings.from_options(**options, verbose=not args.quiet)
+
+
+def _devices(text: str):
+    """``--gpus``: a count ("2") or a list of GPU ids ("0,1"); Settings checks the values."""
+    try:
+        return int(text) if "," not in text else tuple(int(part) for part in text.split(","))
+    except ValueError:
+        raise ValueError(f"--gpus must be a count or GPU ids such as 0,1, got {text!r}") from None
 
 
 def _load(args: argparse.Namespace):

@@ -40,7 +40,14 @@ from .admm import ADMMPhase
 from .alm import LBFGS, ALMPhase
 from .backend import gpu_available, requested_device, select_backend
 from .bounds import DualBound, FixedDiagonals, TraceBounds
-from .certificates import Eigenpair, dual_infeasibility, farkas_violations, is_primal_ray, stationary_multipliers
+from .certificates import (
+    DENSE_LIMIT,
+    Eigenpair,
+    dual_infeasibility,
+    farkas_violations,
+    is_primal_ray,
+    stationary_multipliers,
+)
 from .costs import DeviceCosts, RouteCosts
 from .interior_point import InteriorPointPhase
 from .kernels import check_capabilities, kernels_for
@@ -51,7 +58,8 @@ from .result import Errors, Result, Status
 from .riemannian import RiemannianPhase, Spheres
 from .scaling import DiagonalScaling
 from .settings import Settings
-from .state import PhaseOutcome, SolverState, block_ranks, widen_factor
+from .sharding import SHARDED_PROBLEMS_MESSAGE, ShardedSpheresOperator, sharded_backend
+from .state import PhaseOutcome, SolverState, block_ranks
 
 __all__ = ["solve"]
 
@@ -164,11 +172,20 @@ class _Run:
         self.measure_deadline = self.deadline + FINAL_MEASURE_SHARE * settings.time_limit + FINAL_MEASURE_SECONDS
         layout = BlockLayout.of(problem)
         initial, self.max_ranks = block_ranks(layout, settings.rank, settings.rank_factor)
-        self.devices = DeviceCosts.of(problem, initial) if requested_device(settings.device) == "auto" else None
-        self.backend = select_backend(settings.device, gpu_pays=lambda: self.devices.gpu_pays)
+        sharded = settings.device_count > 1
+        self.devices = (DeviceCosts.of(problem, initial)
+                        if requested_device(settings.device) == "auto" and not sharded else None)
+        self.backend = (sharded_backend(requested_device(settings.device), settings.devices) if sharded
+                        else select_backend(settings.device, gpu_pays=lambda: self.devices.gpu_pays,
+                                            gpu_id=settings.gpu_id))
         check_capabilities(kernels_for(self.backend), settings, self.backend.describe())
         check_fits(problem, layout, max(initial + [1]), self.backend)
-        self.op = CompressedOperator(problem, self.backend, rescale=settings.l2_rescaling, layout=layout)
+        self.op = (ShardedSpheresOperator(problem, self.backend, settings.l2_rescaling, layout) if sharded
+                   else CompressedOperator(problem, self.backend, rescale=settings.l2_rescaling, layout=layout))
+        if sharded and layout.n_rows <= DENSE_LIMIT:
+            raise ValueError(f"devices > 1 splits blocks of order above {DENSE_LIMIT} (the eigenvalue problems of "
+                             f"smaller ones are dense, on one device); this one has order {layout.n_rows}: solve "
+                             "it on one")
         self.backend.synchronize()
         self.setup_time = self.elapsed()
         # The build's sort buffers are cached by the pool in sizes the phases never ask for: hand them back, or
@@ -187,7 +204,9 @@ class _Run:
         # the paper's rule measures the iterate as it is; the certified one returns it projected onto fixed rows
         self.fixed_diagonals = fixed if settings.criterion == "certified" else None
         # a problem on a product of spheres takes the Riemannian phase
-        self.spheres = Spheres.of(problem, layout, fixed, self.backend.xp) if settings.riemannian else None
+        self.spheres = Spheres.of(problem, layout, fixed, self.op) if settings.riemannian else None
+        if sharded and self.spheres is None:
+            raise ValueError(SHARDED_PROBLEMS_MESSAGE)
         self.inner_iterations = 0
         self.iterations = {"alm": 0, "admm": 0, "riemannian": 0, "interior_point": 0}  # inner iterations per stage
         self.log: list | None = [] if settings.keep_log else None
@@ -197,7 +216,8 @@ class _Run:
         self.initial_ranks = initial
         self.state = self.initial_state()
         self.best = None  # the best _Snapshot so far
-        self.interior_point_bytes = interior_point_work_bytes(problem) if settings.interior_point else None
+        self.interior_point_bytes = (interior_point_work_bytes(problem) if settings.interior_point and not sharded
+                                     else None)
         # which route starts, by estimated cost (only where the interior-point method may run at all)
         self.routes = (RouteCosts.of(problem, initial, self.backend.is_gpu)
                        if self.interior_point_bytes is not None else None)
@@ -214,11 +234,7 @@ class _Run:
     def initial_state(self) -> SolverState:
         """The low-rank phases' start: a random factor of the initial ranks, zero multipliers."""
         layout, xp, ranks = self.op.layout, self.backend.xp, self.initial_ranks
-        width = max(ranks + [1])
-        R = xp.random.RandomState(self.settings.seed).uniform(-1.0, 1.0, (layout.n_rows, width))
-        for offset, n, r in zip(layout.offsets, layout.sizes, ranks):
-            R[offset:offset + n, r:] = 0.0
-        R[layout.lp_offset:, 1:] = 0.0  # a nonnegative variable is x_j = r_j^2
+        R = self.op.initial_factor(max(ranks + [1]), ranks, self.settings.seed)
         rho = 1.0 / math.sqrt(sum(layout.sizes) or layout.n_lp)
         return SolverState(R=R, lam=xp.zeros(self.problem.m), Avals=None, objective=0.0, rho=rho, c_scale=1.0,
                            ranks=list(ranks))
@@ -265,9 +281,8 @@ class _Run:
 
     def note_size(self, R, lam) -> None:
         """Remember the largest size of a point and the multipliers of largest norm (see ``__init__``)."""
-        xp = self.backend.xp
-        self.largest_size = max(self.largest_size, float(xp.vdot(R, R)))
-        norm = float(xp.linalg.norm(lam))
+        self.largest_size = max(self.largest_size, self.op.kernels.inner(R, R))
+        norm = float(self.backend.xp.linalg.norm(lam))
         if norm > self._largest_norm:
             self.largest_multipliers, self._largest_norm = lam.copy(), norm
 
@@ -454,8 +469,8 @@ def _blas_threads() -> ThreadpoolController:
 def _divergence(run: _Run) -> tuple[Status, str]:
     """The status of iterates that ran away or became non-finite: UNBOUNDED_INACCURATE when the point, scaled to
     size one, is an approximate primal ray (``certificates.is_primal_ray``), else NUMERICAL_ERROR."""
-    R, xp = run.state.R, run.backend.xp
-    size = float(xp.vdot(R, R))
+    R = run.state.R
+    size = run.op.kernels.inner(R, R)
     residual, _, objective = run.primal_measures(R)
     if is_primal_ray(objective, residual, size, run.norms, run.settings.inaccurate_tol):
         return Status.UNBOUNDED_INACCURATE, (f"the iterates ran away along a primal ray: at tr X = {size:.3g}, "
@@ -560,13 +575,17 @@ class _Snapshot:
         """The current point, its rows projected onto the constraints that fix them (``FixedDiagonals``), with the
         stationary multipliers when they are better than the iterated ones (and then the iterations continue
         from them)."""
-        st, xp = run.state, run.backend.xp
+        st, xp, kernels = run.state, run.backend.xp, run.op.kernels
         with run.timed("certificates"):
-            R = st.R.copy()
-            if not bool(xp.isfinite(R).all() & xp.isfinite(st.lam).all()):
-                return cls(R, st.lam.copy(), st.c_scale, list(st.ranks), _Evaluation.unmeasurable(run.settings))
-            if run.fixed_diagonals is not None:
-                run.fixed_diagonals.project(R, xp)
+            if not (kernels.all_finite(st.R) and bool(xp.isfinite(st.lam).all())):
+                return cls(st.R.copy(), st.lam.copy(), st.c_scale, list(st.ranks),
+                           _Evaluation.unmeasurable(run.settings))
+            if run.fixed_diagonals is not None and run.spheres is not None:
+                R = run.spheres.projected(st.R, kernels)
+            else:
+                R = st.R.copy()
+                if run.fixed_diagonals is not None:
+                    run.fixed_diagonals.project(R, xp)
             lam, measures = st.lam / st.c_scale, run.primal_measures(R)
             run.note_size(R, lam)
             evaluation = run.evaluate(lam, R, measures)
@@ -644,15 +663,15 @@ def _escape_ranks(run: _Run, directions) -> list[int]:
 def _escape(run: _Run, directions) -> None:
     """Leave a low-rank saddle: grow the ranks of the blocks with escape directions, seeding the new
     columns along them (scaled to a tenth of the block's trace), then phase I starts again."""
-    st, layout, xp = run.state, run.op.layout, run.backend.xp
+    st, layout = run.state, run.op.layout
     new_ranks, seeds = _escape_ranks(run, directions), list(directions)
     for k, direction in enumerate(directions):
         if direction is None:
             continue
         block = st.R[layout.offsets[k]:layout.offsets[k] + layout.sizes[k]]
-        seeds[k] = math.sqrt(0.1 * float(xp.vdot(block, block))) * direction
+        seeds[k] = math.sqrt(0.1 * run.op.kernels.inner(block, block)) * direction
     run.say(f"escaping a saddle point: ranks {st.ranks} -> {new_ranks}")
-    st.R = widen_factor(st.R, layout, st.ranks, new_ranks, xp, seeds)
+    st.R = run.op.widen(st.R, st.ranks, new_ranks, seeds)
     st.ranks = new_ranks
 
 

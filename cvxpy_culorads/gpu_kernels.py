@@ -23,6 +23,8 @@ import functools
 import cupy
 import numpy as np
 
+from .kernels import RowSpace
+
 __all__ = ["GpuKernels", "lanes_for_rank", "sym_sample", "sym_sample_pair", "csr_matmul", "lbfgs_direction",
            "line_search_products"]
 
@@ -834,7 +836,7 @@ class Recording:
         self.graph.launch(cupy.cuda.get_current_stream())
 
 
-class GpuKernels:
+class GpuKernels(RowSpace):
     """CuPy ``RawKernel`` implementations with the semantics of :class:`~cvxpy_culorads.kernels.CpuKernels`.
 
     Factors are C-ordered float64 device arrays (converted when not); ``out`` arrays, when given, must be
@@ -843,6 +845,7 @@ class GpuKernels:
     """
 
     max_lbfgs_memory = (LBFGS_MAX_VECTORS - 1) // 2
+    xp = cupy
 
     @staticmethod
     def sym_sample(rows, cols, U, V, out=None):

@@ -24,7 +24,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-__all__ = ["Kernels", "CpuKernels", "kernels_for", "check_capabilities"]
+__all__ = ["Kernels", "CpuKernels", "RowSpace", "kernels_for", "check_capabilities"]
 
 _CHUNK = 1 << 16  # pattern entries per NumPy pass: bounds the |chunk| x r temporaries
 
@@ -69,9 +69,50 @@ class Kernels(Protocol):
     def project_out(self, V, w): ...
     def sphere_tangent(self, Z, X, squares, scale, out): ...
     def sphere_retract(self, X, D, tau, roots, out): ...
+    def inner(self, x, y) -> float: ...
+    def norm(self, x) -> float: ...
+    def all_finite(self, x) -> bool: ...
+    def empty_like(self, x): ...
+    def random_vector(self, n: int, seed: int): ...
+    def vectors(self, count: int, n: int): ...
+    def combine(self, coefficients, vectors): ...
 
 
-class CpuKernels:
+class RowSpace:
+    """Creation and reductions of row-space arrays (factors, eigenvector estimates, Lanczos bases), so that the phases
+    and the eigensolver never need an array namespace for them: on several devices a row-space array is split by rows
+    (``sharding.ShardedRows``) and the sharded kernel set implements these with reductions across the shards."""
+
+    xp = np
+
+    def inner(self, x, y) -> float:
+        """<x, y> (synchronises)."""
+        return float(self.xp.vdot(x, y))
+
+    def norm(self, x) -> float:
+        """||x||_2 (synchronises)."""
+        return float(self.xp.linalg.norm(x))
+
+    def all_finite(self, x) -> bool:
+        return bool(self.xp.isfinite(x).all())
+
+    def empty_like(self, x):
+        return self.xp.empty_like(x)
+
+    def random_vector(self, n: int, seed: int):
+        """A standard normal vector of n entries (drawn on the host: the same on every backend)."""
+        return self.xp.asarray(np.random.default_rng(seed).standard_normal(n))
+
+    def vectors(self, count: int, n: int):
+        """Uninitialised storage for ``count`` row-space vectors of n entries (a count x n array)."""
+        return self.xp.empty((count, n))
+
+    def combine(self, coefficients, vectors):
+        """coefficients @ vectors for host ``coefficients`` (a q-vector or a p x q array) and q stored vectors."""
+        return self.xp.asarray(coefficients) @ vectors
+
+
+class CpuKernels(RowSpace):
     """NumPy/SciPy implementations (also the reference for the GPU kernels)."""
 
     max_lbfgs_memory = None
@@ -253,7 +294,10 @@ class CpuKernels:
 
 
 def kernels_for(backend) -> Kernels:
-    """The kernel set for a :class:`~cvxpy_culorads.backend.Backend`."""
+    """The kernel set for a :class:`~cvxpy_culorads.backend.Backend` (a sharded backend brings its own)."""
+    sharded = getattr(backend, "kernel_set", None)
+    if sharded is not None:
+        return sharded
     if backend.is_gpu:
         from .gpu_kernels import GpuKernels
         return GpuKernels()

@@ -115,13 +115,13 @@ def lanczos_smallest(matrix, n: int, backend, accuracy: float, seed: int, guess=
     def complement(w):
         return w if deflate_rows is None else kernels.project_out(deflate_rows, w)
 
-    v = complement(xp.asarray(np.random.default_rng(seed).standard_normal(n)))
-    v /= xp.linalg.norm(v)
-    if guess is not None and bool(xp.isfinite(guess).all()) and float(xp.linalg.norm(guess)) > 0.0:
-        v = guess / xp.linalg.norm(guess) + GUESS_NOISE * v
+    v = complement(kernels.random_vector(n, seed))
+    v /= kernels.norm(v)
+    if guess is not None and kernels.all_finite(guess) and kernels.norm(guess) > 0.0:
+        v = guess / kernels.norm(guess) + GUESS_NOISE * v
         v = complement(complement(v))
-        v /= xp.linalg.norm(v)
-    basis = xp.empty((steps + 1, n))
+        v /= kernels.norm(v)
+    basis = kernels.vectors(steps + 1, n)
     basis[0] = v
     projection = xp.empty((steps + 1, steps))  # column j: basis' S basis[j]; below it, the norm beta_j
 
@@ -151,10 +151,10 @@ def lanczos_smallest(matrix, n: int, backend, accuracy: float, seed: int, guess=
         undecided = theta - residual < fails_below <= theta
         out_of_cycles = cycle >= (UNDECIDED_CYCLES_FACTOR * cycles if undecided else cycles)
         if done or out_of_cycles or time.perf_counter() >= deadline:
-            v = xp.asarray(vectors[:, 0]) @ basis[:size]
-            return theta, v / xp.linalg.norm(v), float(residual)
+            v = kernels.combine(vectors[:, 0], basis[:size])
+            return theta, v / kernels.norm(v), float(residual)
         kept = max(1, min(steps // KEPT_RITZ_SHARE, size - 1))
-        ritz = xp.asarray(vectors[:, :kept]).T @ basis[:size]
+        ritz = kernels.combine(vectors[:, :kept].T, basis[:size])
         basis[kept] = basis[size]  # the next Krylov vector, orthogonal to all of them
         basis[:kept] = ritz
         ritz_values = values

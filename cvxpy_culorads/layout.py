@@ -41,6 +41,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .kernels import kernels_for
+from .state import initial_rows, widen_factor
 
 __all__ = ["CompressedOperator", "BlockLayout", "FactoredTerms", "LowRankUpdate", "symmetric_times"]
 
@@ -319,6 +320,19 @@ class CompressedOperator:
     @staticmethod
     def _index_dtype(largest: int):
         return np.int32 if largest < np.iinfo(np.int32).max else np.int64
+
+    # ------------------------------------------------------------------ row-space arrays
+    def split(self, array):
+        """A host array of the row space on the device (``sharding.ShardedSpheresOperator`` splits it)."""
+        return self.backend.asarray(array)
+
+    def initial_factor(self, width: int, ranks, seed: int):
+        """The start of the low-rank phases (``state.initial_rows``)."""
+        return initial_rows(self.layout, ranks, width, seed, self.backend.xp)
+
+    def widen(self, R, ranks, new_ranks, directions=None):
+        """R widened to ``new_ranks`` columns (``state.widen_factor``)."""
+        return widen_factor(R, self.layout, ranks, new_ranks, self.backend.xp, directions)
 
     # ------------------------------------------------------------------ forward operator
     def sample(self, U, V=None):

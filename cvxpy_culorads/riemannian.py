@@ -30,6 +30,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
+
 from .alm import LBFGS
 from .state import PhaseOutcome, Progress
 
@@ -42,28 +44,32 @@ FIRST_STEP = 0.1  # the first step (no curvature pairs yet) moves this share of 
 
 @dataclass(frozen=True)
 class Spheres:
-    """The manifold of a problem whose feasible factors are a product of spheres: the fixed rows
-    (``bounds.FixedDiagonals``, which puts a starting factor on the spheres) and the squared norm and the norm of every
-    row of the stacked factor."""
+    """The manifold of a problem whose feasible factors are a product of spheres: the squared norm and the norm of
+    every row of the stacked factor (row-space arrays of the operator)."""
 
-    fixed: object
     squares: object
     roots: object
 
     @classmethod
-    def of(cls, problem, layout, fixed, xp) -> Spheres | None:
+    def of(cls, problem, layout, fixed, op) -> Spheres | None:
         """The spheres of ``problem`` when every constraint fixes one diagonal entry and every row of every PSD block
-        is fixed so (``fixed``: its ``FixedDiagonals`` or None); else None (nonnegative variables, a constraint of
-        another kind, or a free row leave the phase out)."""
+        is fixed so (``fixed``: its ``bounds.FixedDiagonals`` or None); else None (nonnegative variables, a constraint
+        of another kind, or a free row leave the phase out)."""
         if fixed is None or layout.n_lp or problem.m == 0:
             return None
         covered = sum(roots.size for _, _, roots in fixed.blocks)
         if covered != problem.m or covered != layout.n_rows:
             return None
-        squares = xp.empty(layout.n_rows)
+        backend = op.backend
+        squares = np.empty(layout.n_rows)
         for offset, rows, roots in fixed.blocks:
-            squares[slice(offset, offset + roots.size) if rows is None else rows] = roots * roots
-        return cls(fixed, squares, xp.sqrt(squares))
+            index = slice(offset, offset + roots.size) if rows is None else backend.to_host(rows)
+            squares[index] = backend.to_host(roots) ** 2
+        return cls(op.split(squares), op.split(np.sqrt(squares)))
+
+    def projected(self, R, kernels):
+        """R with every row scaled to its sphere (a zero row becomes root_i e_1), in new memory."""
+        return kernels.sphere_retract(R, R, 0.0, self.roots, kernels.empty_like(R))
 
 
 class RiemannianPhase:
@@ -71,7 +77,7 @@ class RiemannianPhase:
 
     def __init__(self, op, state, settings, norms, spheres: Spheres, *, target: float, lbfgs: LBFGS | None = None):
         self.op, self.state, self.settings, self.norms = op, state, settings, norms
-        self.fixed, self.squares, self.roots, self.target = spheres.fixed, spheres.squares, spheres.roots, target
+        self.spheres, self.squares, self.roots, self.target = spheres, spheres.squares, spheres.roots, target
         self.backend, self.xp, self.kernels = op.backend, op.backend.xp, op.kernels
         self.size = float(self.squares.sum())  # ||R||_F^2 on the manifold
         # the curvature pairs of an earlier run on the same factor carry over (the driver resets them on a rank change)
@@ -83,9 +89,9 @@ class RiemannianPhase:
     def run(self):
         st, op, xp = self.state, self.op, self.xp
         s = st.c_scale
-        self.fixed.project(st.R, xp)
+        st.R = self.spheres.projected(st.R, self.kernels)
         CR = op.objective_times(st.R)
-        objective = float(xp.vdot(st.R, CR))
+        objective = self.kernels.inner(st.R, CR)
         G = self._gradient(st.R, CR, s)
         lbfgs = self.lbfgs
         products = xp.empty(2)
@@ -124,12 +130,11 @@ class RiemannianPhase:
 
     def _line_search(self, R, D, tau, merit, slope, s):
         """Armijo backtracking along the retraction; (R_new, C R_new, <C, R_new R_new'>) or None."""
-        xp = self.xp
-        R_new = xp.empty_like(R)
+        R_new = self.kernels.empty_like(R)
         for _ in range(BACKTRACKS):
             self.kernels.sphere_retract(R, D, tau, self.roots, R_new)
             CR_new = self.op.objective_times(R_new)
-            objective = float(xp.vdot(R_new, CR_new))
+            objective = self.kernels.inner(R_new, CR_new)
             if s * objective <= merit + ARMIJO * tau * slope:
                 return R_new, CR_new, objective
             tau *= 0.5
@@ -141,7 +146,7 @@ class RiemannianPhase:
 
     def _gradient(self, R, CR, s):
         """The Riemannian gradient 2 s P_R(C R)."""
-        return self.kernels.sphere_tangent(CR, R, self.squares, 2.0 * s, self.xp.empty_like(CR))
+        return self.kernels.sphere_tangent(CR, R, self.squares, 2.0 * s, self.kernels.empty_like(CR))
 
     def _finish(self, CR, objective: float) -> None:
         """The multipliers from stationarity and A(X), <C, X> of the last point, for the driver and the next

@@ -78,6 +78,17 @@ def _check_choice(name: str, value, choices: tuple[str, ...]) -> str:
     return str(value)
 
 
+def _check_devices(value) -> int | tuple[int, ...] | None:
+    if value is None:
+        return None
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool) and value >= 1:
+        return int(value)
+    if isinstance(value, (tuple, list)) and value and len(set(value)) == len(value) and all(
+            isinstance(v, numbers.Integral) and not isinstance(v, bool) and v >= 0 for v in value):
+        return tuple(int(v) for v in value)
+    raise ValueError(f"devices must be None, a count >= 1 or a list of distinct GPU ids >= 0, got {value!r}")
+
+
 def _check_flag(name: str, value) -> bool:
     if not isinstance(value, (bool, np.bool_)):
         raise ValueError(f"{name} must be True or False, got {value!r}")
@@ -152,6 +163,11 @@ class Settings:
       Riemannian phase by default"), it was the faster of the two on every MaxCut measured (Gset G1 to G81, delaunay
       2^20, rgg 2^22, where phases I and II hit the 60 s limit). False: the ALM and ADMM phases, as in the cuLoRADS
       paper, on every problem.
+    - ``devices``: None (default): one device, as ``device`` says. A count k or a list of GPU ids: the factor's
+      rows are split over that many devices (``sharding.py``; NCCL between GPUs), for problems too large for one;
+      with ``device="cpu"`` the k shards are simulated in one process (the same splitting and exchanges, for tests).
+      For now k > 1 takes problems on a product of spheres with ``riemannian=True`` (MaxCut, ``diag(X) == d``; a
+      ValueError says so otherwise). One id selects that GPU.
     - ``route``: which method starts on a problem the interior-point method can take. ``"auto"`` (default): the
       one with the smaller estimated time (``costs.py``); the low-rank phases then hand over after
       ``interior_point_patience`` inner iterations or the interior-point method's estimated time, and the
@@ -184,6 +200,7 @@ class Settings:
     interior_point_patience: int = 5000
     route: str = "auto"
     riemannian: bool = True
+    devices: int | tuple[int, ...] | None = None
 
     phase1_tol: float = 1e-3
     rho_max: float = 5000.0
@@ -205,10 +222,25 @@ class Settings:
         checked.update((name, _check_real(name, getattr(self, name), interval)) for name, interval in _REALS.items())
         checked.update((name, _check_integer(name, getattr(self, name), low, high))
                        for name, (low, high) in _INTEGERS.items())
+        checked["devices"] = _check_devices(self.devices)
         for name, value in checked.items():
             object.__setattr__(self, name, value)
+        if self.device_count > 1 and not self.riemannian:
+            raise ValueError("devices > 1 runs the Riemannian phase: riemannian=False cannot be sharded")
         if self.reduced_tol is not None and self.reduced_tol < self.tol:
             raise ValueError(f"reduced_tol must be None or >= tol = {self.tol!r}, got {self.reduced_tol!r}")
+
+    @property
+    def device_count(self) -> int:
+        """How many devices the solve is split over (``devices``)."""
+        if self.devices is None:
+            return 1
+        return self.devices if isinstance(self.devices, int) else len(self.devices)
+
+    @property
+    def gpu_id(self) -> int | None:
+        """The GPU a one-device solve runs on when ``devices`` names one, else None (the current device)."""
+        return self.devices[0] if isinstance(self.devices, tuple) and len(self.devices) == 1 else None
 
     @property
     def inaccurate_tol(self) -> float:

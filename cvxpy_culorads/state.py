@@ -15,7 +15,12 @@ import numpy as np
 
 from .measures import ProblemNorms, primal_infeasibility, relative_gap
 
-__all__ = ["SolverState", "Progress", "PhaseOutcome", "block_ranks", "widen_factor"]
+__all__ = ["SolverState", "Progress", "PhaseOutcome", "block_ranks", "initial_rows", "widen_factor"]
+
+# The random start is drawn in chunks of this many rows, chunk c from its own seed, so that any range of rows (a shard
+# of ``sharding.py``) can be drawn alone and is the same as in the whole factor.
+START_CHUNK_ROWS = 1 << 20
+_CHUNK_SEED_STRIDE = 0x9E3779B1  # chunk c is drawn from seed + c times this, modulo 2^32 (chunk 0: the seed itself)
 
 
 @dataclass
@@ -103,23 +108,43 @@ def block_ranks(layout, rank: int | None, rank_factor: float) -> tuple[list[int]
     return initial, maximal
 
 
-def widen_factor(R, layout, ranks, new_ranks, xp, directions=None):
-    """R with block k widened from ``ranks[k]`` to ``new_ranks[k]`` columns.
+def initial_rows(layout, ranks, width: int, seed: int, xp, lo: int = 0, hi: int | None = None):
+    """Rows [lo, hi) of the low-rank phases' start: uniform on [-1, 1] in the first ``ranks[k]`` columns of block k,
+    zero elsewhere, and in the first column only for a nonnegative variable (x_j = r_j^2)."""
+    hi = layout.n_rows if hi is None else hi
+    chunks = []
+    for c in range(lo // START_CHUNK_ROWS, -(-hi // START_CHUNK_ROWS)):
+        start = c * START_CHUNK_ROWS
+        rows = min(START_CHUNK_ROWS, layout.n_rows - start)
+        draw = xp.random.RandomState((seed + c * _CHUNK_SEED_STRIDE) % 2**32).uniform(-1.0, 1.0, (rows, width))
+        chunks.append(draw[max(lo - start, 0):min(hi - start, rows)])
+    R = chunks[0] if len(chunks) == 1 else xp.concatenate(chunks)
+    for offset, n, r in zip(layout.offsets, layout.sizes, ranks):
+        R[max(offset - lo, 0):max(min(offset + n, hi) - lo, 0), r:] = 0.0
+    R[max(layout.lp_offset - lo, 0):, 1:] = 0.0
+    return xp.ascontiguousarray(R)
+
+
+def widen_factor(R, layout, ranks, new_ranks, xp, directions=None, first_row: int = 0):
+    """R, the rows from ``first_row`` on of the stacked factor, with block k widened from ``ranks[k]`` to
+    ``new_ranks[k]`` columns.
 
     A column that is exactly zero stays zero under every update of both phases (its gradient is
     S R[:, c] = 0), so new columns must start nonzero: the first new column of block k is
     ``directions[k]`` when given (an escape direction, e.g. the eigenvector of a negative eigenvalue
-    of the dual slack), the others a small identity slab as in LoRADS.
+    of the dual slack; its entries in the rows R holds), the others a small identity slab as in LoRADS.
     """
     width = max(list(new_ranks) + [1])
     wide = xp.zeros((R.shape[0], width))
     wide[:, :R.shape[1]] = R
+    last_row = first_row + R.shape[0]
     for k, (offset, n, old, new) in enumerate(zip(layout.offsets, layout.sizes, ranks, new_ranks)):
         added = new - old
-        if added <= 0:
+        start, stop = max(offset, first_row), min(offset + n, last_row)  # the block's rows in R, globally
+        if added <= 0 or start >= stop:
             continue
-        diag = xp.arange(min(n, added))
-        wide[offset + diag, old + diag] = 1.0 / math.sqrt(added)
+        diag = xp.arange(max(start - offset, 0), min(added, stop - offset))
+        wide[offset - first_row + diag, old + diag] = 1.0 / math.sqrt(added)
         if directions is not None and directions[k] is not None:
-            wide[offset:offset + n, old] = directions[k]
+            wide[start - first_row:stop - first_row, old] = directions[k]
     return wide

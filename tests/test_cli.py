@@ -89,6 +89,22 @@ def test_maxcut_from_a_graph_file(tmp_path, capsys):
     assert report["cut_value"] == 2.0
 
 
+def test_gpus_splits_the_problem(tmp_path, capsys):
+    rng = np.random.default_rng(0)
+    n = 1200
+    edges = {(int(min(a, b)), int(max(a, b))) for a, b in rng.integers(1, n + 1, (3 * n, 2)) if a != b}
+    graph = tmp_path / "random"
+    graph.write_text(f"{n} {len(edges)}\n" + "".join(f"{a} {b} 1\n" for a, b in sorted(edges)))
+    assert main([str(graph), "--maxcut", "--device", "cpu", "--json"]) == 0
+    one = json.loads(capsys.readouterr().out)
+    assert main([str(graph), "--maxcut", "--device", "cpu", "--gpus", "2", "--json"]) == 0
+    two = json.loads(capsys.readouterr().out)
+    assert "2 shards" in two["device"] and two["status"] == one["status"] == "optimal"
+    assert two["sdpa_objective"] == pytest.approx(one["sdpa_objective"], rel=1e-5)
+    assert main([str(graph), "--maxcut", "--gpus", "two"]) == 2
+    assert "--gpus must be a count or GPU ids" in capsys.readouterr().err
+
+
 def test_malformed_file_exits_2_and_names_the_line(tmp_path, capsys):
     path = tmp_path / "bad.dat-s"
     path.write_text(TRIANGLE_SDPA.replace("0 1 2 3 -0.25", "0 1 2 4 -0.25"))

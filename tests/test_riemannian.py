@@ -4,8 +4,9 @@ import pytest
 import scipy.sparse as sp
 
 from cvxpy_culorads import LowRank, SDPProblem, Status, solve
+from cvxpy_culorads.backend import select_backend
 from cvxpy_culorads.bounds import FixedDiagonals
-from cvxpy_culorads.layout import BlockLayout
+from cvxpy_culorads.layout import BlockLayout, CompressedOperator
 from cvxpy_culorads.riemannian import Spheres
 
 from support import DEVICES, clarabel_value, primal_residual, random_maxcut, random_mixed_problem
@@ -13,7 +14,8 @@ from support import DEVICES, clarabel_value, primal_residual, random_maxcut, ran
 
 def _spheres(problem):
     layout = BlockLayout.of(problem)
-    return Spheres.of(problem, layout, FixedDiagonals.of(problem, layout.offsets, np), np)
+    op = CompressedOperator(problem, select_backend("cpu"), layout=layout)
+    return Spheres.of(problem, layout, FixedDiagonals.of(problem, layout.offsets, np), op)
 
 
 def _weighted_diagonal_problem(seed: int) -> SDPProblem:

@@ -1,0 +1,660 @@
+"""Several devices: the stacked row space split by rows into shards, one device each, driven from one process.
+
+Shard s holds the rows [bounds[s], bounds[s + 1]) of every row-space array (the factor R, the gradient, the L-BFGS
+pairs, the Lanczos vectors): a :class:`ShardedRows` is the list of those parts, each on its shard's device. The
+phases and the eigensolver are the single-device code: they touch row-space arrays only through the kernel set and
+the operator, and :class:`ShardedKernels` implements that contract over shards, so the algorithm is written once
+and one device is the same code with no communication. What crosses devices:
+
+- the *halo*: C V needs, on shard s, the rows of V that C's rows in s reference elsewhere; each shard keeps its rows
+  of C as two CSR matrices, the columns it owns and its halo's columns (:class:`ShardedMatrix`), receives the halo
+  rows and adds the two products;
+- *reductions*: inner products and the Gram-Schmidt coefficients of Lanczos are sums of per-shard parts;
+- the constraint space (multipliers, A(X), b) lives on the first device, whole: on a product of spheres (the
+  problems sharded today, :class:`ShardedSpheresOperator`) only the measurements between phase runs touch it.
+
+Communication goes through a :class:`Communicator`: :class:`NcclCommunicator` on GPUs (NCCL's all-reduce and
+grouped send/receive from CuPy, one communicator per device, all driven from this process) and
+:class:`InProcessCommunicator` where one device holds every shard: ``device="cpu"``, the shards NumPy arrays of one
+process (the same splitting and the same halo exchange, with in-process copies and sums, so that CI tests the
+partitioned logic without GPUs), or the shards simulated on one GPU (the tests' check of the GPU kernels on shards).
+
+The partition is contiguous in the problem's row order, with bounds that balance rows plus nonzeros of C; a graph
+numbered along a locality-preserving order (the benchmarks' Z-order) keeps most of C inside the shards.
+"""
+from __future__ import annotations
+
+import contextlib
+import math
+
+import numpy as np
+import scipy.sparse as sp
+
+from .backend import Backend, gpu_available, select_backend
+from .kernels import CpuKernels, kernels_for
+from .state import initial_rows, widen_factor
+
+__all__ = ["SHARDED_PROBLEMS_MESSAGE", "Shards", "ShardedRows", "ShardedMatrix", "ShardedKernels", "ShardedBackend",
+           "ShardedSpheresOperator", "InProcessCommunicator", "NcclCommunicator", "balanced_bounds", "sharded_backend"]
+
+SHARDED_PROBLEMS_MESSAGE = ("devices > 1 solves, for now, problems on a product of spheres: one PSD block, every "
+                            "constraint fixing one diagonal entry of its own row, every row fixed so, no nonnegative "
+                            "variables or low-rank terms (MaxCut, diag(X) == d), with riemannian=True")
+
+
+def balanced_bounds(weights: np.ndarray, k: int) -> np.ndarray:
+    """Bounds 0 = b_0 <= ... <= b_k = n of k contiguous ranges of about equal total ``weights`` (one per row)."""
+    n = weights.size
+    cumulative = np.concatenate([[0.0], np.cumsum(weights, dtype=np.float64)])
+    targets = cumulative[-1] * np.arange(1, k) / k
+    inner = np.searchsorted(cumulative, targets, side="left")
+    return np.concatenate([[0], np.clip(inner, 0, n), [n]]).astype(np.int64)
+
+
+class InProcessCommunicator:
+    """Reductions and halo exchanges between shards whose arrays one device holds (NumPy arrays for the CPU
+    simulation, or CuPy arrays of one GPU): copies and sums of this process."""
+
+    def all_reduce(self, parts) -> None:
+        """Every part (same shape) replaced by the sum of all parts, in place."""
+        total = parts[0].copy()
+        for part in parts[1:]:
+            total += part
+        for part in parts:
+            part[...] = total
+
+    def exchange(self, transfers) -> None:
+        """For each (source shard, send buffer, target shard, receive buffer): receive = send."""
+        for _, send, _, receive in transfers:
+            receive[...] = send
+
+
+class NcclCommunicator:
+    """NCCL communicators of the shards' GPUs, all driven from this process (calls grouped, so one thread can post
+    every device's part of a collective)."""
+
+    def __init__(self, device_ids):
+        from cupy.cuda import nccl
+        self.nccl, self.device_ids = nccl, tuple(device_ids)
+        self.comms = nccl.NcclCommunicator.initAll(list(self.device_ids))
+
+    def _stream(self):
+        import cupy
+        return cupy.cuda.get_current_stream().ptr
+
+    def all_reduce(self, parts) -> None:
+        import cupy
+        nccl = self.nccl
+        nccl.groupStart()
+        for comm, device, part in zip(self.comms, self.device_ids, parts):
+            with cupy.cuda.Device(device):
+                comm.allReduce(part.data.ptr, part.data.ptr, part.size, nccl.NCCL_FLOAT64, nccl.NCCL_SUM,
+                               self._stream())
+        nccl.groupEnd()
+
+    def exchange(self, transfers) -> None:
+        import cupy
+        nccl = self.nccl
+        nccl.groupStart()
+        for source, send, target, receive in transfers:
+            with cupy.cuda.Device(self.device_ids[source]):
+                self.comms[source].send(send.data.ptr, send.size, nccl.NCCL_FLOAT64, target, self._stream())
+            with cupy.cuda.Device(self.device_ids[target]):
+                self.comms[target].recv(receive.data.ptr, receive.size, nccl.NCCL_FLOAT64, source, self._stream())
+        nccl.groupEnd()
+
+
+class Shards:
+    """The partition of the row space and the shards' devices: shard s holds rows [bounds[s], bounds[s + 1]) on
+    ``device_ids[s]`` (None on the CPU), with its own kernel set; ``communicator`` moves data between them."""
+
+    def __init__(self, bounds, backend: Backend, device_ids, communicator):
+        self.bounds = np.asarray(bounds, dtype=np.int64)
+        self.k, self.n = self.bounds.size - 1, int(self.bounds[-1])
+        self.backend, self.device_ids, self.communicator = backend, device_ids, communicator
+        self.kernels = [kernels_for(backend) for _ in range(self.k)]
+
+    def rows(self, s: int) -> tuple[int, int]:
+        return int(self.bounds[s]), int(self.bounds[s + 1])
+
+    def on(self, s: int):
+        """The context in which shard s's arrays are allocated and its kernels launched."""
+        if self.device_ids is None:
+            return contextlib.nullcontext()
+        return self.backend.xp.cuda.Device(self.device_ids[s])
+
+    def map(self, function, *arrays, axis: int = 0) -> ShardedRows:
+        """function(s, parts of ``arrays`` on shard s) on every shard, as a ShardedRows split along ``axis``."""
+        parts = []
+        for s in range(self.k):
+            with self.on(s):
+                parts.append(function(s, *(a.parts[s] for a in arrays)))
+        return ShardedRows(parts, self, axis)
+
+    def each(self, function, *arrays) -> list:
+        """[function(s, parts of ``arrays`` on shard s)] over the shards."""
+        results = []
+        for s in range(self.k):
+            with self.on(s):
+                results.append(function(s, *(a.parts[s] for a in arrays)))
+        return results
+
+    def split(self, array) -> ShardedRows:
+        """A host (or first-device) array of n rows, split by rows onto the shards."""
+        host = array if isinstance(array, np.ndarray) else self.backend.to_host(array)
+        return self.map(lambda s: self.backend.xp.asarray(host[slice(*self.rows(s))]))
+
+    def to_first(self, array):
+        """A device array (of any shard) as an array on the first shard's device."""
+        with self.on(0):
+            return self.backend.xp.asarray(array) if self.device_ids is None else _copy_to_current(array)
+
+    def from_first(self, s: int, array):
+        """A first-device array as an array on shard s's device (call within ``on(s)``)."""
+        return array if self.device_ids is None else _copy_to_current(array)
+
+    @staticmethod
+    def total(values) -> float:
+        """The sum of per-shard device scalars, on the host."""
+        return float(sum(float(v) for v in values))
+
+
+class _Listed:
+    """A plain list of per-shard values in the shape ``Shards.each`` expects."""
+
+    def __init__(self, parts):
+        self.parts = parts
+
+
+def _copy_to_current(array):
+    """A copy of a CuPy array on the current device (a peer copy when it lives on another)."""
+    import cupy
+    out = cupy.empty(array.shape, array.dtype)
+    out.data.copy_from_device(array.data, array.nbytes)
+    return out
+
+
+class ShardedRows:
+    """A row-space array split by rows (``axis`` 0: n x ... arrays such as the factor; ``axis`` 1: a count x n stack
+    of vectors such as a Lanczos basis), one part per shard on the shard's device. It supports what the phases do
+    with row-space arrays outside the kernels: ``copy``, scalar arithmetic, sums of two, indexing a stack of
+    vectors, and slicing the whole row range; everything else goes through :class:`ShardedKernels`."""
+
+    __slots__ = ("parts", "shards", "axis")
+
+    def __init__(self, parts, shards: Shards, axis: int = 0):
+        self.parts, self.shards, self.axis = list(parts), shards, axis
+
+    @property
+    def shape(self) -> tuple:
+        shape = list(self.parts[0].shape)
+        shape[self.axis] = sum(part.shape[self.axis] for part in self.parts)
+        return tuple(shape)
+
+    @property
+    def ndim(self) -> int:
+        return self.parts[0].ndim
+
+    @property
+    def dtype(self):
+        return self.parts[0].dtype
+
+    def copy(self) -> ShardedRows:
+        return self.shards.map(lambda s, p: p.copy(), self, axis=self.axis)
+
+    def sum(self) -> float:
+        return self.shards.total(self.shards.each(lambda s, p: p.sum(), self))
+
+    def _elementwise(self, function) -> ShardedRows:
+        return self.shards.map(lambda s, p: function(p), self, axis=self.axis)
+
+    def __mul__(self, scalar) -> ShardedRows:
+        return self._elementwise(lambda p: p * scalar)
+
+    __rmul__ = __mul__
+
+    def __truediv__(self, scalar) -> ShardedRows:
+        return self._elementwise(lambda p: p / scalar)
+
+    def __add__(self, other: ShardedRows) -> ShardedRows:
+        return self.shards.map(lambda s, p, q: p + q, self, other, axis=self.axis)
+
+    def __itruediv__(self, scalar) -> ShardedRows:
+        self.shards.each(lambda s, p: p.__itruediv__(scalar), self)
+        return self
+
+    def __getitem__(self, key) -> ShardedRows:
+        if self.axis == 1:  # a vector, or a range of vectors, of a stack
+            axis = 0 if isinstance(key, (int, np.integer)) else 1
+            return ShardedRows([part[key] for part in self.parts], self.shards, axis)
+        if isinstance(key, slice) and key.step in (None, 1) and (key.start or 0) == 0 and \
+                (key.stop is None or key.stop >= self.shards.n):
+            return self  # the whole row range (the one PSD block of a sharded problem)
+        raise IndexError(f"a row-sharded array takes the whole row range only, got {key!r}")
+
+    def __setitem__(self, key, value: ShardedRows) -> None:
+        if self.axis != 1:
+            raise IndexError("only a stack of vectors takes assignments")
+        for s in range(self.shards.k):
+            with self.shards.on(s):
+                self.parts[s][key] = value.parts[s]
+
+
+class ShardedMatrix:
+    """Shard s's rows of a symmetric matrix: ``own`` (its columns inside the shard, local numbering) and ``halo``
+    (the columns it references in other shards, numbered in the order of ``halo_rows``, global rows ascending)."""
+
+    def __init__(self, own: list, halo: list, exchange: HaloExchange, shape: tuple[int, int]):
+        self.own, self.halo, self.exchange, self.shape = own, halo, exchange, shape
+
+    def with_own(self, own: list) -> ShardedMatrix:
+        """The same halo with other own parts (a changed diagonal)."""
+        return ShardedMatrix(own, self.halo, self.exchange, self.shape)
+
+    def __getitem__(self, key) -> ShardedMatrix:
+        rows, cols = key
+        whole = all(isinstance(k, slice) and (k.start or 0) == 0 and (k.stop is None or k.stop >= self.shape[0])
+                    for k in (rows, cols))
+        if not whole:
+            raise IndexError("a row-sharded matrix takes the whole block only")
+        return self
+
+    def gershgorin_lower(self) -> float:
+        """min_i (S_ii - sum_{j != i} |S_ij|): a lower bound on the eigenvalues."""
+        shards = self.exchange.shards
+
+        def lower(s, own, halo):
+            xp = shards.backend.xp
+            diagonal = own.diagonal()
+            radii = _absolute_row_sums(own, xp) - xp.abs(diagonal) + _absolute_row_sums(halo, xp)
+            return float(xp.min(diagonal - radii)) if diagonal.size else math.inf
+        return min(shards.each(lower, _Listed(self.own), _Listed(self.halo)))
+
+
+def _absolute_row_sums(matrix, xp):
+    """sum_j |M_ij| per row of a CSR matrix of either backend."""
+    absolute = matrix.copy()
+    absolute.data = xp.abs(absolute.data)
+    return absolute @ xp.ones(matrix.shape[1])
+
+
+class HaloExchange:
+    """Which rows each shard sends to which: shard s receives ``halo_rows[s]`` (ascending), of which those in shard t
+    form the contiguous slice ``receive[s][t]`` of its halo buffer; shard t sends them from its local rows
+    ``send[t][s]``."""
+
+    def __init__(self, shards: Shards, halo_rows: list):
+        self.shards, self.halo_rows = shards, halo_rows
+        self.receive, self.send = [], [dict() for _ in range(shards.k)]
+        for s in range(shards.k):
+            slices = {}
+            for t in range(shards.k):
+                lo, hi = shards.rows(t)
+                start, stop = np.searchsorted(halo_rows[s], [lo, hi])
+                if t != s and stop > start:
+                    slices[t] = slice(int(start), int(stop))
+                    with shards.on(t):
+                        self.send[t][s] = shards.backend.xp.asarray(halo_rows[s][start:stop] - lo)
+            self.receive.append(slices)
+
+    def gather(self, V: ShardedRows) -> list:
+        """Per shard, its halo rows of V (a buffer of len(halo_rows[s]) rows)."""
+        shards, xp = self.shards, self.shards.backend.xp
+        buffers, sends = [], {}
+        for s in range(shards.k):
+            with shards.on(s):
+                buffers.append(xp.empty((self.halo_rows[s].size,) + V.parts[s].shape[1:]))
+                for target, index in self.send[s].items():
+                    sends[s, target] = xp.take(V.parts[s], index, axis=0)
+        transfers = [(source, sends[source, s], s, buffers[s][where])
+                     for s in range(shards.k) for source, where in self.receive[s].items()]
+        shards.communicator.exchange(transfers)
+        return buffers
+
+
+class ShardedKernels:
+    """The kernel contract (``kernels.Kernels``) over :class:`ShardedRows`: row-wise kernels run shard by shard with
+    each shard's own kernel set, reductions sum the shards' parts, sparse products exchange the halo first. The
+    L-BFGS two-loop recursion and Lanczos' Gram-Schmidt passes are written here with one reduction per inner
+    product (the fused single-device versions keep everything on one device)."""
+
+    max_lbfgs_memory = None
+    lanczos_cycle = staticmethod(CpuKernels.lanczos_cycle)  # a plain loop: no recording across devices
+
+    def __init__(self, shards: Shards):
+        self.shards = shards
+
+    # ------------------------------------------------------------------ row space
+    def inner(self, x, y) -> float:
+        return self.shards.total(self.shards.each(lambda s, p, q: self.shards.backend.xp.vdot(p, q), x, y))
+
+    def norm(self, x) -> float:
+        return math.sqrt(self.inner(x, x))
+
+    def all_finite(self, x) -> bool:
+        return all(bool(v) for v in self.shards.each(lambda s, p: self.shards.backend.xp.isfinite(p).all(), x))
+
+    def empty_like(self, x):
+        return self.shards.map(lambda s, p: self.shards.backend.xp.empty_like(p), x, axis=x.axis)
+
+    def random_vector(self, n: int, seed: int):
+        """A standard normal vector: on the CPU the single-device one split (the simulation repeats its runs),
+        on GPUs drawn on each device (no n-vector on the host)."""
+        if self.shards.device_ids is None:
+            return self.shards.split(np.random.default_rng(seed).standard_normal(n))
+        xp = self.shards.backend.xp
+        return self.shards.map(lambda s: xp.random.default_rng(seed + s).standard_normal(int(np.diff(
+            self.shards.rows(s))[0])))
+
+    def vectors(self, count: int, n: int):
+        xp = self.shards.backend.xp
+        return self.shards.map(lambda s: xp.empty((count, int(np.diff(self.shards.rows(s))[0]))), axis=1)
+
+    def combine(self, coefficients, vectors):
+        xp = self.shards.backend.xp
+        return self.shards.map(lambda s, p: xp.asarray(coefficients) @ p, vectors,
+                               axis=0 if np.ndim(coefficients) == 1 else 1)
+
+    def _reduced(self, parts):
+        """The shards' partial sums (device arrays of one shape) summed, on the host."""
+        self.shards.communicator.all_reduce(parts)
+        return self.shards.backend.to_host(parts[0])
+
+    # ------------------------------------------------------------------ the constraint space (first device)
+    def cg_step(self, x, r, p, Ap, rr, pAp) -> None:
+        self.shards.kernels[0].cg_step(x, r, p, Ap, rr, pAp)
+
+    def cg_direction(self, p, r, rr_new, rr) -> None:
+        self.shards.kernels[0].cg_direction(p, r, rr_new, rr)
+
+    # ------------------------------------------------------------------ row-wise kernels
+    def scale_add(self, x, a, y, b):
+        self.shards.each(lambda s, p, q: self.shards.kernels[s].scale_add(p, a, q, b), x, y)
+        return x
+
+    def sphere_tangent(self, Z, X, squares, scale, out):
+        self.shards.each(lambda s, z, x, q, o: self.shards.kernels[s].sphere_tangent(z, x, q, scale, o),
+                         Z, X, squares, out)
+        return out
+
+    def sphere_retract(self, X, D, tau, roots, out):
+        self.shards.each(lambda s, x, d, q, o: self.shards.kernels[s].sphere_retract(x, d, tau, q, o),
+                         X, D, roots, out)
+        return out
+
+    # ------------------------------------------------------------------ sparse products
+    def csr_matmul(self, matrix: ShardedMatrix, V, out=None, alpha=1.0, addend=None, beta=0.0):
+        halos = matrix.exchange.gather(V)
+        out = self.empty_like(V) if out is None else out
+        for s in range(self.shards.k):
+            with self.shards.on(s):
+                kernels = self.shards.kernels[s]
+                part = (kernels.csr_matmul(matrix.halo[s], halos[s]) if matrix.halo[s].nnz
+                        else self.shards.backend.xp.zeros_like(out.parts[s]))
+                kernels.csr_matmul(matrix.own[s], V.parts[s], out=out.parts[s], addend=part, beta=1.0)
+                if addend is not None:
+                    kernels.scale_add(out.parts[s], alpha, addend.parts[s], beta)
+                elif alpha != 1.0:
+                    out.parts[s] *= alpha
+        return out
+
+    # ------------------------------------------------------------------ L-BFGS
+    def lbfgs_pair(self, s, y):
+        sy, yy, ss = self.inner(s, y), self.inner(y, y), self.inner(s, s)
+        ok = sy > 1e-12 * math.sqrt(ss * yy)
+        return s, y, 1.0 / sy if ok else 0.0, sy / yy if ok else 1.0
+
+    def lbfgs_direction(self, G, pairs, products):
+        q = G.copy()
+        alphas = []
+        for s, y, inv_sy, _ in reversed(pairs):
+            alpha = inv_sy * self.inner(s, q)
+            self.scale_add(q, 1.0, y, -alpha)
+            alphas.append(alpha)
+        if pairs:
+            self.scale_add(q, pairs[-1][3], q, 0.0)
+        for (s, y, inv_sy, _), alpha in zip(pairs, reversed(alphas)):
+            self.scale_add(q, 1.0, s, alpha - inv_sy * self.inner(y, q))
+        self.scale_add(q, -1.0, q, 0.0)
+        products[0], products[1] = self.inner(G, G), self.inner(q, G)
+        return q
+
+    # ------------------------------------------------------------------ Lanczos
+    def lanczos_extend(self, basis, j, w, projection, complement):
+        """:meth:`CpuKernels.lanczos_extend` over shards (no deflation: ``complement`` is the identity here)."""
+        shards, xp = self.shards, self.shards.backend.xp
+        coefficients = 0.0
+        for _ in range(2):  # classical Gram-Schmidt, twice
+            partial = shards.each(lambda s, V, x: V[:j + 1] @ x, basis, w)
+            passed = self._reduced(partial)
+            shards.each(lambda s, V, x, c=passed: x.__isub__(V[:j + 1].T @ xp.asarray(c)), basis, w)
+            coefficients = coefficients + passed
+        norm = self.norm(w)
+        projection[:j + 1, j] = shards.backend.xp.asarray(coefficients)
+        projection[j + 1, j] = norm
+        with np.errstate(divide="ignore", invalid="ignore"):
+            shards.each(lambda s, V, x: xp.divide(x, norm, out=V[j + 1]), basis, w)
+
+    def project_out(self, V, w):
+        raise NotImplementedError("deflated eigenvalue problems are not sharded")
+
+
+class ShardedBackend:
+    """A backend whose row-space arrays are split over :class:`Shards`: the constraint space and the small arrays
+    live on the first device (``xp``), row-space arrays are :class:`ShardedRows`."""
+
+    def __init__(self, backend: Backend, device_ids, shards_of):
+        self.base, self.name, self.xp, self.sparse = backend, backend.name, backend.xp, backend.sparse
+        self.device_ids = device_ids
+        self._shards_of = shards_of
+        self.shards: Shards | None = None
+        self.kernel_set: ShardedKernels | None = None
+
+    @property
+    def is_gpu(self) -> bool:
+        return self.base.is_gpu
+
+    def partition(self, weights: np.ndarray) -> Shards:
+        """Split the row space by ``weights`` (one per row) and make this backend's shards and kernel set."""
+        self.shards = self._shards_of(balanced_bounds(weights, self.count))
+        self.kernel_set = ShardedKernels(self.shards)
+        return self.shards
+
+    @property
+    def count(self) -> int:
+        return len(self.device_ids)
+
+    def asarray(self, a, dtype=None):
+        return self.base.asarray(a, dtype)
+
+    def to_host(self, a) -> np.ndarray:
+        if isinstance(a, ShardedRows):
+            return np.concatenate([self.base.to_host(part) for part in a.parts], axis=a.axis)
+        return self.base.to_host(a)
+
+    def csr(self, matrix):
+        return self.base.csr(matrix)
+
+    def _on_each(self, function) -> list:
+        if not self.is_gpu:
+            return [function()]
+        results = []
+        for device in self.device_ids:
+            with self.xp.cuda.Device(device):
+                results.append(function())
+        return results
+
+    def synchronize(self) -> None:
+        self._on_each(self.base.synchronize)
+
+    def pool_bytes(self) -> int:
+        """The largest memory pool of the devices (what has to fit on one)."""
+        return max(self._on_each(self.base.pool_bytes))
+
+    def release_cached_blocks(self) -> None:
+        self._on_each(self.base.release_cached_blocks)
+
+    def free_memory(self) -> int | None:
+        """The bytes of a row-space array that would still fit when split like the rows: the smallest, over the
+        devices, of free memory times n over the shard's rows (None on the CPU)."""
+        if not self.is_gpu:
+            return None
+        free = self._on_each(self.base.free_memory)
+        if self.shards is None:
+            return self.count * min(free)
+        sizes = np.diff(self.shards.bounds)
+        return int(min(f * self.shards.n / max(int(size), 1) for f, size in zip(free, sizes)))
+
+    def describe(self) -> str:
+        if not self.is_gpu:
+            return f"{self.count} shards on the cpu (simulated devices, NumPy/SciPy)"
+        with self.xp.cuda.Device(self.device_ids[0]):
+            first = self.base.describe()
+        return f"{self.count} GPUs {list(self.device_ids)}, NCCL, each {first}"
+
+
+def sharded_backend(device: str, devices) -> ShardedBackend:
+    """The backend for ``Settings.devices`` (a count or a tuple of GPU ids) on ``device``: simulated shards of one
+    process for "cpu", the GPUs otherwise (an error when fewer are visible than asked for)."""
+    if device == "cpu" or (device == "auto" and not gpu_available()):
+        count = devices if isinstance(devices, int) else len(devices)
+        base = select_backend("cpu")
+        return ShardedBackend(base, tuple(range(count)),
+                              lambda bounds: Shards(bounds, base, None, InProcessCommunicator()))
+    base = select_backend("gpu")
+    visible = base.xp.cuda.runtime.getDeviceCount()
+    ids = tuple(range(devices)) if isinstance(devices, int) else tuple(devices)
+    if max(ids) >= visible:
+        raise ValueError(f"devices={devices!r} asks for GPU ids {list(ids)} but {visible} GPU(s) are visible")
+    base.xp.cuda.Device(ids[0]).use()  # the constraint space and the small arrays live on the first GPU
+    communicator = NcclCommunicator(ids)
+    return ShardedBackend(base, ids, lambda bounds: Shards(bounds, base, ids, communicator))
+
+
+class ShardedSpheresOperator:
+    """The operator of a problem on a product of spheres (one PSD block, every constraint a_i X_jj = b_i on its own
+    row j, every row fixed so: ``riemannian.Spheres``), split over the shards of a :class:`ShardedBackend`. It offers
+    what the Riemannian phase and the driver's measurements use of ``layout.CompressedOperator``: C V with the halo
+    exchanged, sym(U V') on the diagonal (the positions the constraints touch), A(X), A*(y) V, the dual slack as a
+    :class:`ShardedMatrix` for the eigensolver, the start and the widening of the factor shard by shard."""
+
+    def __init__(self, problem, backend: ShardedBackend, rescale: bool, layout):
+        if len(layout.sizes) != 1 or layout.n_lp or problem.A_low_rank[0].size or problem.C_low_rank[0] is not None:
+            raise ValueError(SHARDED_PROBLEMS_MESSAGE)
+        n, coeff = layout.n_rows, problem.A_coords[0]
+        self.backend, self.layout, self.m = backend, layout, problem.m
+        counts = np.bincount(coeff.con, minlength=problem.m)
+        if not (coeff.row.size == n == problem.m and np.all(coeff.row == coeff.col) and np.all(counts == 1)
+                and np.bincount(coeff.row, minlength=n).max() == 1):
+            raise ValueError(SHARDED_PROBLEMS_MESSAGE)
+        cr, cc, cv = problem.C_coords[0]
+        off = cr != cc
+        C = sp.csr_array((np.concatenate([cv, cv[off]]), (np.concatenate([cr, cc[off]]),
+                                                         np.concatenate([cc, cr[off]]))), shape=(n, n))
+        self.shards = shards = backend.partition(1.0 + np.diff(C.indptr))
+        self.kernels, xp = backend.kernel_set, backend.xp
+        self.row_scale = float(np.median(np.abs(coeff.val))) if rescale else 1.0
+        self.b = xp.asarray(problem.b) / self.row_scale
+        # per row of the block: its constraint and coefficient
+        row_con = np.empty(n, np.int64)
+        row_con[coeff.row] = coeff.con
+        row_coef = np.empty(n)
+        row_coef[coeff.row] = coeff.val / self.row_scale
+        own, halo, halo_rows = [], [], []
+        self._con, self._coef = [], []
+        for s in range(shards.k):
+            lo, hi = shards.rows(s)
+            rows = C[lo:hi]
+            local = rows.indices
+            inside = (local >= lo) & (local < hi)
+            outside = np.zeros(n, dtype=bool)
+            outside[local[~inside]] = True
+            halo_rows.append(np.flatnonzero(outside))
+            position = np.cumsum(outside) - 1
+            row_ids = np.repeat(np.arange(hi - lo), np.diff(rows.indptr))
+            mine = sp.csr_array((rows.data[inside], (row_ids[inside], local[inside] - lo)), shape=(hi - lo, hi - lo))
+            theirs = sp.csr_array((rows.data[~inside], (row_ids[~inside], position[local[~inside]])),
+                                  shape=(hi - lo, halo_rows[s].size))
+            with shards.on(s):
+                own.append(backend.csr(mine))
+                halo.append(backend.csr(theirs))
+                self._con.append(xp.asarray(row_con[lo:hi]))
+                self._coef.append(xp.asarray(row_coef[lo:hi]))
+        self.C = ShardedMatrix(own, halo, HaloExchange(shards, halo_rows), (n, n))
+
+    # ------------------------------------------------------------------ rows
+    def split(self, array) -> ShardedRows:
+        """A host array of the row space, split onto the shards."""
+        return self.shards.split(array)
+
+    def initial_factor(self, width: int, ranks, seed: int) -> ShardedRows:
+        """The start of the low-rank phases, each shard's rows drawn as in the whole factor (``state.initial_rows``)."""
+        xp = self.backend.xp
+        return self.shards.map(lambda s: initial_rows(self.layout, ranks, width, seed, xp, *self.shards.rows(s)))
+
+    def widen(self, R, ranks, new_ranks, directions) -> ShardedRows:
+        """R widened to ``new_ranks`` (``state.widen_factor`` on each shard's rows)."""
+        xp = self.backend.xp
+        parts = [None if d is None else d.parts for d in directions]
+        return self.shards.map(lambda s, part: widen_factor(part, self.layout, ranks, new_ranks, xp,
+                                                            [None if p is None else p[s] for p in parts],
+                                                            first_row=self.shards.rows(s)[0]), R)
+
+    # ------------------------------------------------------------------ forward operator
+    def sample(self, U, V=None):
+        """sym(U V') on the diagonal: the row dots u_j . v_j, shard by shard."""
+        xp = self.backend.xp
+        if V is None:
+            return self.shards.map(lambda s, u: xp.einsum("ij,ij->i", u, u), U)
+        return self.shards.map(lambda s, u, v: xp.einsum("ij,ij->i", u, v), U, V)
+
+    def constraints(self, w):
+        """A(X) from :meth:`sample`'s values, as one m-vector on the first device."""
+        out = self.backend.xp.zeros(self.m)
+        for s in range(self.shards.k):
+            with self.shards.on(s):
+                values = w.parts[s] * self._coef[s]
+            out[self.shards.to_first(self._con[s])] = self.shards.to_first(values)
+        return out
+
+    def residual_norm(self, residual) -> float:
+        return self.row_scale * float(self.backend.xp.linalg.norm(residual))
+
+    def objective_times(self, V, out=None):
+        return self.kernels.csr_matmul(self.C, V, out=out)
+
+    def objective(self, R) -> float:
+        return self.kernels.inner(R, self.objective_times(R))
+
+    # ------------------------------------------------------------------ adjoint
+    def adjoint_data(self, y, weight=1.0):
+        """The diagonal of weight * A*(y), per shard."""
+        return self.shards.map(lambda s: weight * self._coef[s] * self.shards.from_first(s, y)[self._con[s]])
+
+    def adjoint_times(self, data, V, out=None, alpha=1.0, addend=None, beta=0.0):
+        """A*(y) V for the diagonal ``data`` of :meth:`adjoint_data` (alpha A*(y) V + beta addend with an addend)."""
+        def times(s, d, v, *rest):
+            result = alpha * d[:, None] * v if v.ndim == 2 else alpha * d * v
+            if rest:
+                result += beta * rest[0]
+            return result
+        product = self.shards.map(times, data, V, *([addend] if addend is not None else []))
+        if out is None:
+            return product
+        self.shards.each(lambda s, o, p: o.__setitem__(Ellipsis, p), out, product)
+        return out
+
+    def slack_matrix(self, lam):
+        """C - A*(lam) as a :class:`ShardedMatrix`."""
+        return self.C.with_own(self._own_plus_diagonal(self.adjoint_data(lam, weight=-1.0), self.C.own))
+
+    def adjoint_matrix(self, y, weight=1.0):
+        """weight * A*(y) (diagonal) as a :class:`ShardedMatrix` with an empty halo."""
+        empty = [self.backend.sparse.csr_matrix(h.shape) for h in self.C.halo]
+        zero = [self.backend.sparse.csr_matrix(o.shape) for o in self.C.own]
+        diagonal = self._own_plus_diagonal(self.adjoint_data(y, weight=weight), zero)
+        return ShardedMatrix(diagonal, empty, self.C.exchange, self.C.shape)
+
+    def _own_plus_diagonal(self, diagonal: ShardedRows, own: list) -> list:
+        sparse = self.backend.sparse
+        return self.shards.each(lambda s, d, o: (o + sparse.diags(d, format="csr")).tocsr(), diagonal, _Listed(own))

@@ -1,0 +1,200 @@
+"""Several devices (``sharding.py``): the row space split into k shards, checked against one device (k = 2, 3)
+operation by operation, step by step and on whole certified solves, on the CPU simulation and, where there is a GPU,
+with the shards simulated on it (the GPU kernels on shards; NCCL only with two GPUs, the last test)."""
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from cvxpy_culorads import SDPProblem, Settings, Status, driver, solve
+from cvxpy_culorads.backend import gpu_available, select_backend
+from cvxpy_culorads.certificates import smallest_eigenpairs
+from cvxpy_culorads.layout import BlockLayout, CompressedOperator
+from cvxpy_culorads.models import maxcut_problem
+from cvxpy_culorads.sharding import (
+    InProcessCommunicator,
+    ShardedBackend,
+    ShardedSpheresOperator,
+    Shards,
+    balanced_bounds,
+    sharded_backend,
+)
+
+from support import DEVICES, primal_residual, random_mixed_problem
+
+
+def _simulated(device: str, devices) -> ShardedBackend:
+    """k shards held by one device: the CPU simulation, or k shards on the one GPU (in-process exchanges)."""
+    if device == "cpu":
+        return sharded_backend("cpu", devices)
+    base = select_backend("gpu")
+    return ShardedBackend(base, (0,) * devices, lambda bounds: Shards(bounds, base, None, InProcessCommunicator()))
+
+
+@pytest.fixture(params=DEVICES)
+def device(request, monkeypatch):
+    """The device of one-device solves; with devices=k, k shards simulated on it."""
+    monkeypatch.setattr(driver, "sharded_backend", _simulated)
+    return request.param
+
+
+def _graph(n: int, degree: int, seed: int) -> sp.csr_array:
+    rng = np.random.default_rng(seed)
+    a = np.repeat(np.arange(n), degree // 2)
+    b = rng.integers(0, n, a.size)
+    keep = a != b
+    W = sp.csr_array((rng.choice([1.0, 2.0], keep.sum()), (a[keep], b[keep])), shape=(n, n))
+    return (W + W.T).tocsr()
+
+
+def _weighted_diagonals(n: int, seed: int) -> SDPProblem:
+    """min <C, X> s.t. a_i X_jj = b_i, the constraints in a shuffled order and rows of norms b / a != 1."""
+    rng = np.random.default_rng(seed)
+    W = _graph(n, 6, seed)
+    C = sp.diags(np.asarray(W.sum(axis=1)).ravel()) - W
+    rows = rng.permutation(n)
+    a = rng.uniform(0.5, 2.0, n)
+    b = rng.uniform(0.5, 3.0, n)
+    return SDPProblem(b, [C], [(np.arange(n), rows, rows, a)], name="weighted")
+
+
+def _dense_bound(problem: SDPProblem, result) -> float:
+    """b'y + (sum_j b_j / a_j) min(0, lambda_min(C - A*(y))): the certified bound from the returned multipliers and a
+    dense eigenvalue problem (the trace of every feasible X is sum_j b_j / a_j)."""
+    coeff = problem.A_coords[0]
+    y = result.dual
+    n = problem.block_sizes[0]
+    slack = problem.objective_matrix(0).toarray()
+    slack[coeff.row, coeff.col] -= coeff.val * y[coeff.con]
+    trace = float(np.sum(problem.b[coeff.con] / coeff.val))
+    return float(problem.b @ y) + trace * min(0.0, np.linalg.eigvalsh(slack)[0]) if n else 0.0
+
+
+def _operators(problem, k: int, device: str):
+    layout = BlockLayout.of(problem)
+    single = CompressedOperator(problem, select_backend(device), rescale=True, layout=layout)
+    sharded = ShardedSpheresOperator(problem, _simulated(device, k), True, layout)
+    return single, sharded
+
+
+def test_balanced_bounds_split_the_weight_evenly():
+    bounds = balanced_bounds(np.ones(10), 3)
+    assert bounds[0] == 0 and bounds[-1] == 10 and np.all(np.diff(bounds) >= 3)
+    heavy = np.ones(100)
+    heavy[:10] = 9.0  # the first ten rows hold as much as the other 90 together
+    assert balanced_bounds(heavy, 2)[1] == 10
+    few = balanced_bounds(np.ones(2), 4)  # more shards than rows: some are empty
+    assert few[0] == 0 and few[-1] == 2 and np.all(np.diff(few) >= 0)
+
+
+@pytest.mark.parametrize("k", [2, 3])
+def test_sharded_operator_matches_one_device(k, device):
+    problem = _weighted_diagonals(1100, seed=3)
+    single, sharded = _operators(problem, k, device)
+    backend, host, xp = sharded.backend, single.backend.to_host, single.backend.xp
+    rng = np.random.default_rng(0)
+    V = rng.standard_normal((1100, 5))
+    parts, V = sharded.split(V), xp.asarray(V)
+    assert np.allclose(backend.to_host(sharded.objective_times(parts)), host(single.objective_times(V)), atol=1e-12)
+    assert sharded.objective(parts) == pytest.approx(float(single.objective(V)), rel=1e-13)
+    assert np.allclose(host(sharded.constraints(sharded.sample(parts))), host(single.constraints(single.sample(V))),
+                       atol=1e-12)
+    y = rng.standard_normal(problem.m)
+    assert np.allclose(backend.to_host(sharded.adjoint_times(sharded.adjoint_data(xp.asarray(y)), parts)),
+                       host(single.adjoint_times(single.adjoint_data(xp.asarray(y)), V)), atol=1e-12)
+    # the dual slack, applied by the eigensolver's products (halo exchanged), and its Gershgorin bound
+    slack, reference = sharded.slack_matrix(xp.asarray(y)), CompressedOperator(
+        problem, select_backend("cpu"), rescale=True).slack_matrix(y)
+    v = rng.standard_normal(1100)
+    assert np.allclose(backend.to_host(sharded.kernels.csr_matmul(slack, sharded.split(v))), reference @ v, atol=1e-12)
+    radii = np.asarray(abs(reference).sum(axis=1)).ravel() - np.abs(reference.diagonal())
+    assert slack.gershgorin_lower() == pytest.approx(float(np.min(reference.diagonal() - radii)))
+    # the start and a widened factor, shard by shard, are the rows of the one-device arrays
+    start = backend.to_host(sharded.initial_factor(6, [4], seed=5))
+    assert np.array_equal(start, host(single.initial_factor(6, [4], seed=5)))
+    direction = rng.standard_normal(1100)
+    wide = backend.to_host(sharded.widen(parts, [5], [7], [sharded.split(direction)]))
+    assert np.array_equal(wide, host(single.widen(V, [5], [7], [xp.asarray(direction)])))
+
+
+@pytest.mark.parametrize("k", [2, 3])
+def test_sharded_lanczos_finds_the_smallest_eigenvalue(k):
+    problem = _weighted_diagonals(1200, seed=4)
+    single, sharded = _operators(problem, k, "cpu")
+    y = np.random.default_rng(1).standard_normal(problem.m)
+    exact = np.linalg.eigvalsh(single.slack_matrix(y).toarray())[0]
+    pair, = smallest_eigenpairs(sharded.slack_matrix(y), sharded.layout, sharded.backend, accuracy=1e-8, seed=2)
+    rounding = 1e-12 * abs(exact)
+    assert pair.lower - rounding <= exact <= pair.value + rounding and pair.value - exact <= 1e-6
+    vector = sharded.backend.to_host(pair.vector)
+    assert np.linalg.norm(single.slack_matrix(y) @ vector - pair.value * vector) <= 1.01 * pair.residual + 1e-12
+
+
+@pytest.mark.parametrize("k", [2, 3])
+def test_sharded_steps_are_the_one_device_steps(k, device):
+    problem = maxcut_problem(_graph(1500, 6, seed=1))
+    for steps in (5, 40):  # the Riemannian phase and the measurement after it, to rounding
+        one = solve(problem, device=device, max_iter=steps)
+        split = solve(problem, device=device, devices=k, max_iter=steps)
+        assert split.iterations == one.iterations
+        assert np.abs(split.factors[0] - one.factors[0]).max() <= 1e-9
+        assert split.primal_objective == pytest.approx(one.primal_objective, rel=1e-12)
+        # Lanczos stops at the accuracy the criteria need, so its Ritz values agree to that, not to rounding
+        assert split.min_eigenvalues[0] == pytest.approx(one.min_eigenvalues[0], rel=1e-3, abs=1e-9)
+
+
+@pytest.mark.parametrize("k", [2, 3])
+def test_sharded_solves_are_certified_like_one_device(k, device):
+    problem = _weighted_diagonals(1500, seed=5)
+    one = solve(problem, device=device)
+    split = solve(problem, device=device, devices=k, rank=1)  # rank 1 is a saddle: escapes widen the shards
+    assert one.status is split.status is Status.OPTIMAL, split.summary()
+    assert split.ranks[0] > 1 and (f"{k} shards" in split.device or f"{k} GPUs" in split.device)
+    assert split.primal_objective == pytest.approx(one.primal_objective, rel=1e-5)
+    bound = _dense_bound(problem, split)
+    gap = (split.primal_objective - bound) / (1 + abs(split.primal_objective) + abs(bound))
+    assert 0.0 <= gap <= 1e-5  # the dual bound holds, recomputed densely from the returned multipliers
+    assert bound - 1e-6 * abs(bound) <= split.dual_bound <= bound + 1e-9
+    assert primal_residual(problem, split) <= 1e-12
+
+
+def test_devices_setting_is_checked():
+    for bad in (0, -1, 1.5, True, [], (0, 0), (-1,), "2"):
+        with pytest.raises(ValueError, match="devices"):
+            Settings(devices=bad)
+    assert Settings(devices=[1, 0]).devices == (1, 0) and Settings(devices=[1, 0]).device_count == 2
+    with pytest.raises(ValueError, match="riemannian"):
+        Settings(devices=2, riemannian=False)
+    with pytest.raises(ValueError, match="product of spheres"):
+        solve(random_mixed_problem(0), device="cpu", devices=2)
+    two_blocks = SDPProblem(np.ones(4), [sp.eye(2), sp.eye(2)],
+                            [(np.arange(2), np.arange(2), np.arange(2), np.ones(2)),
+                             (np.arange(2, 4), np.arange(2), np.arange(2), np.ones(2))])
+    with pytest.raises(ValueError, match="one PSD block"):
+        solve(two_blocks, device="cpu", devices=2)
+    with pytest.raises(ValueError, match="order above 1000"):
+        solve(maxcut_problem(_graph(500, 4, seed=0)), device="cpu", devices=2)
+
+
+def test_one_device_named_is_the_single_device_path():
+    problem = maxcut_problem(_graph(300, 4, seed=2))
+    assert "shards" not in solve(problem, device="cpu", devices=1).device
+    assert "shards" not in solve(problem, device="cpu", devices=[0]).device
+
+
+def _two_gpus() -> bool:
+    if not gpu_available():
+        return False
+    import cupy
+    return cupy.cuda.runtime.getDeviceCount() >= 2
+
+
+@pytest.mark.skipif(not _two_gpus(), reason="needs two GPUs")
+def test_two_gpus_match_one():
+    problem = maxcut_problem(_graph(20000, 6, seed=3))
+    one = solve(problem, device="gpu")
+    two = solve(problem, device="gpu", devices=2)
+    assert one.status is two.status is Status.OPTIMAL, two.summary()
+    assert two.primal_objective == pytest.approx(one.primal_objective, rel=1e-5)
+    assert "2 GPUs" in two.device
+    early = [solve(problem, device="gpu", devices=d, max_iter=10) for d in (None, 2)]
+    assert np.abs(early[0].factors[0] - early[1].factors[0]).max() <= 1e-9
