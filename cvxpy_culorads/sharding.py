@@ -167,8 +167,12 @@ class _Listed:
 
 
 def _copy_to_current(array):
-    """A copy of a CuPy array on the current device (a peer copy when it lives on another)."""
+    """A copy of a C-contiguous CuPy array on the current device (a peer copy when it lives on another). The copy is
+    queued on the current device's stream, so the work that wrote ``array`` on its own device's stream is waited
+    for first."""
     import cupy
+    with array.device:
+        cupy.cuda.get_current_stream().synchronize()
     out = cupy.empty(array.shape, array.dtype)
     out.data.copy_from_device(array.data, array.nbytes)
     return out
@@ -313,10 +317,12 @@ class HaloExchange:
 
 
 class ShardedKernels:
-    """The kernel contract (``kernels.Kernels``) over :class:`ShardedRows`: row-wise kernels run shard by shard with
-    each shard's own kernel set, reductions sum the shards' parts, sparse products exchange the halo first. The
-    L-BFGS two-loop recursion and Lanczos' Gram-Schmidt passes are written here with one reduction per inner
-    product (the fused single-device versions keep everything on one device)."""
+    """The part of the kernel contract (``kernels.Kernels``) that the Riemannian phase, L-BFGS, the eigensolver and the
+    stationary multipliers use, over :class:`ShardedRows`: row-wise kernels run shard by shard with each shard's own
+    kernel set, reductions sum the shards' parts, sparse products exchange the halo first. The L-BFGS two-loop
+    recursion and Lanczos' Gram-Schmidt passes are written here with one reduction per inner product (the fused
+    single-device versions keep everything on one device). The ALM and ADMM phases' fused kernels are not here: those
+    phases are not sharded yet."""
 
     max_lbfgs_memory = None
     lanczos_cycle = staticmethod(CpuKernels.lanczos_cycle)  # a plain loop: no recording across devices
@@ -412,12 +418,15 @@ class ShardedKernels:
             self.scale_add(q, 1.0, y, -alpha)
             alphas.append(alpha)
         if pairs:
-            self.scale_add(q, pairs[-1][3], q, 0.0)
+            self._scale(q, pairs[-1][3])
         for (s, y, inv_sy, _), alpha in zip(pairs, reversed(alphas)):
             self.scale_add(q, 1.0, s, alpha - inv_sy * self.inner(y, q))
-        self.scale_add(q, -1.0, q, 0.0)
+        self._scale(q, -1.0)
         products[0], products[1] = self.inner(G, G), self.inner(q, G)
         return q
+
+    def _scale(self, x, a: float) -> None:
+        self.shards.each(lambda s, p: p.__imul__(a), x)
 
     # ------------------------------------------------------------------ Lanczos
     def lanczos_extend(self, basis, j, w, projection, complement):
