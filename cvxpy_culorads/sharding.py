@@ -35,7 +35,8 @@ from .kernels import CpuKernels, kernels_for
 from .state import initial_rows, widen_factor
 
 __all__ = ["SHARDED_PROBLEMS_MESSAGE", "Shards", "ShardedRows", "ShardedMatrix", "ShardedKernels", "ShardedBackend",
-           "ShardedSpheresOperator", "InProcessCommunicator", "NcclCommunicator", "balanced_bounds", "sharded_backend"]
+           "ShardedSpheresOperator", "InProcessCommunicator", "NcclCommunicator", "balanced_bounds", "sharded_backend",
+           "simulated_backend"]
 
 SHARDED_PROBLEMS_MESSAGE = ("devices > 1 solves, for now, problems on a product of spheres: one PSD block, every "
                             "constraint fixing one diagonal entry of its own row, every row fixed so, no nonnegative "
@@ -522,14 +523,19 @@ class ShardedBackend:
         return f"{self.count} GPUs {list(self.device_ids)}, NCCL, each {first}"
 
 
+def simulated_backend(device: str, count: int) -> ShardedBackend:
+    """``count`` shards that one device holds, exchanging in-process: NumPy arrays for "cpu", or all on the current
+    GPU for "gpu" (to test and time the sharded kernels where only one GPU is at hand)."""
+    base = select_backend(device)
+    return ShardedBackend(base, (0,) * count if base.is_gpu else tuple(range(count)),
+                          lambda bounds: Shards(bounds, base, None, InProcessCommunicator()))
+
+
 def sharded_backend(device: str, devices) -> ShardedBackend:
     """The backend for ``Settings.devices`` (a count or a tuple of GPU ids) on ``device``: simulated shards of one
     process for "cpu", the GPUs otherwise (an error when fewer are visible than asked for)."""
     if device == "cpu" or (device == "auto" and not gpu_available()):
-        count = devices if isinstance(devices, int) else len(devices)
-        base = select_backend("cpu")
-        return ShardedBackend(base, tuple(range(count)),
-                              lambda bounds: Shards(bounds, base, None, InProcessCommunicator()))
+        return simulated_backend("cpu", devices if isinstance(devices, int) else len(devices))
     base = select_backend("gpu")
     visible = base.xp.cuda.runtime.getDeviceCount()
     ids = tuple(range(devices)) if isinstance(devices, int) else tuple(devices)

@@ -10,30 +10,15 @@ from cvxpy_culorads.backend import gpu_available, select_backend
 from cvxpy_culorads.certificates import smallest_eigenpairs
 from cvxpy_culorads.layout import BlockLayout, CompressedOperator
 from cvxpy_culorads.models import maxcut_problem
-from cvxpy_culorads.sharding import (
-    InProcessCommunicator,
-    ShardedBackend,
-    ShardedSpheresOperator,
-    Shards,
-    balanced_bounds,
-    sharded_backend,
-)
+from cvxpy_culorads.sharding import ShardedSpheresOperator, balanced_bounds, simulated_backend
 
 from support import DEVICES, primal_residual, random_mixed_problem
-
-
-def _simulated(device: str, devices) -> ShardedBackend:
-    """k shards held by one device: the CPU simulation, or k shards on the one GPU (in-process exchanges)."""
-    if device == "cpu":
-        return sharded_backend("cpu", devices)
-    base = select_backend("gpu")
-    return ShardedBackend(base, (0,) * devices, lambda bounds: Shards(bounds, base, None, InProcessCommunicator()))
 
 
 @pytest.fixture(params=DEVICES)
 def device(request, monkeypatch):
     """The device of one-device solves; with devices=k, k shards simulated on it."""
-    monkeypatch.setattr(driver, "sharded_backend", _simulated)
+    monkeypatch.setattr(driver, "sharded_backend", simulated_backend)
     return request.param
 
 
@@ -72,7 +57,7 @@ def _dense_bound(problem: SDPProblem, result) -> float:
 def _operators(problem, k: int, device: str):
     layout = BlockLayout.of(problem)
     single = CompressedOperator(problem, select_backend(device), rescale=True, layout=layout)
-    sharded = ShardedSpheresOperator(problem, _simulated(device, k), True, layout)
+    sharded = ShardedSpheresOperator(problem, simulated_backend(device, k), True, layout)
     return single, sharded
 
 
