@@ -7,8 +7,8 @@ the operator, and :class:`ShardedKernels` implements that contract over shards, 
 and one device is the same code with no communication. What crosses devices:
 
 - the *halo*: C V needs, on shard s, the rows of V that C's rows in s reference elsewhere; each shard keeps its rows
-  of C as two CSR matrices, the columns it owns and its halo's columns (:class:`ShardedMatrix`), receives the halo
-  rows and adds the two products;
+  of C as one CSR matrix whose columns are its own rows and then its halo (:class:`ShardedMatrix`), receives the halo
+  rows behind a copy of its own and makes one product;
 - *reductions*: inner products and the Gram-Schmidt coefficients of Lanczos are sums of per-shard parts;
 - the constraint space (multipliers, A(X), b) lives on the first device, whole: on a product of spheres (the
   problems sharded today, :class:`ShardedSpheresOperator`) only the measurements between phase runs touch it.
@@ -246,15 +246,12 @@ class ShardedRows:
 
 
 class ShardedMatrix:
-    """Shard s's rows of a symmetric matrix: ``own`` (its columns inside the shard, local numbering) and ``halo``
-    (the columns it references in other shards, numbered in the order of ``halo_rows``, global rows ascending)."""
+    """Shard s's rows of a symmetric matrix as one CSR matrix ``parts[s]`` over the extended columns: first the shard's
+    own rows (local numbering), then its halo (``exchange.halo_rows[s]``, global rows ascending), so that a product is
+    one pass over V's own rows followed by the received halo rows."""
 
-    def __init__(self, own: list, halo: list, exchange: HaloExchange, shape: tuple[int, int]):
-        self.own, self.halo, self.exchange, self.shape = own, halo, exchange, shape
-
-    def with_own(self, own: list) -> ShardedMatrix:
-        """The same halo with other own parts (a changed diagonal)."""
-        return ShardedMatrix(own, self.halo, self.exchange, self.shape)
+    def __init__(self, parts: list, exchange: HaloExchange, shape: tuple[int, int]):
+        self.parts, self.exchange, self.shape = parts, exchange, shape
 
     def __getitem__(self, key) -> ShardedMatrix:
         rows, cols = key
@@ -268,12 +265,12 @@ class ShardedMatrix:
         """min_i (S_ii - sum_{j != i} |S_ij|): a lower bound on the eigenvalues."""
         shards = self.exchange.shards
 
-        def lower(s, own, halo):
+        def lower(s, part):
             xp = shards.backend.xp
-            diagonal = own.diagonal()
-            radii = _absolute_row_sums(own, xp) - xp.abs(diagonal) + _absolute_row_sums(halo, xp)
+            diagonal = part.diagonal()  # the first n_s columns are the shard's own rows
+            radii = _absolute_row_sums(part, xp) - xp.abs(diagonal)
             return float(xp.min(diagonal - radii)) if diagonal.size else math.inf
-        return min(shards.each(lower, _Listed(self.own), _Listed(self.halo)))
+        return min(shards.each(lower, _Listed(self.parts)))
 
 
 def _absolute_row_sums(matrix, xp):
@@ -302,19 +299,22 @@ class HaloExchange:
                         self.send[t][s] = shards.backend.xp.asarray(halo_rows[s][start:stop] - lo)
             self.receive.append(slices)
 
-    def gather(self, V: ShardedRows) -> list:
-        """Per shard, its halo rows of V (a buffer of len(halo_rows[s]) rows)."""
+    def extended(self, V: ShardedRows) -> list:
+        """Per shard, its rows of V followed by its halo rows of V (received from the other shards)."""
         shards, xp = self.shards, self.shards.backend.xp
-        buffers, sends = [], {}
+        extended, sends = [], {}
         for s in range(shards.k):
             with shards.on(s):
-                buffers.append(xp.empty((self.halo_rows[s].size,) + V.parts[s].shape[1:]))
+                own = V.parts[s]
+                extended.append(xp.empty((own.shape[0] + self.halo_rows[s].size,) + own.shape[1:]))
+                extended[s][:own.shape[0]] = own
                 for target, index in self.send[s].items():
-                    sends[s, target] = xp.take(V.parts[s], index, axis=0)
-        transfers = [(source, sends[source, s], s, buffers[s][where])
+                    sends[s, target] = xp.take(own, index, axis=0)
+        transfers = [(source, sends[source, s], s,
+                      extended[s][V.parts[s].shape[0] + where.start:V.parts[s].shape[0] + where.stop])
                      for s in range(shards.k) for source, where in self.receive[s].items()]
         shards.communicator.exchange(transfers)
-        return buffers
+        return extended
 
 
 class ShardedKernels:
@@ -391,18 +391,12 @@ class ShardedKernels:
 
     # ------------------------------------------------------------------ sparse products
     def csr_matmul(self, matrix: ShardedMatrix, V, out=None, alpha=1.0, addend=None, beta=0.0):
-        halos = matrix.exchange.gather(V)
+        extended = matrix.exchange.extended(V)
         out = self.empty_like(V) if out is None else out
         for s in range(self.shards.k):
             with self.shards.on(s):
-                kernels = self.shards.kernels[s]
-                part = (kernels.csr_matmul(matrix.halo[s], halos[s]) if matrix.halo[s].nnz
-                        else self.shards.backend.xp.zeros_like(out.parts[s]))
-                kernels.csr_matmul(matrix.own[s], V.parts[s], out=out.parts[s], addend=part, beta=1.0)
-                if addend is not None:
-                    kernels.scale_add(out.parts[s], alpha, addend.parts[s], beta)
-                elif alpha != 1.0:
-                    out.parts[s] *= alpha
+                self.shards.kernels[s].csr_matmul(matrix.parts[s], extended[s], out=out.parts[s], alpha=alpha,
+                                                  addend=None if addend is None else addend.parts[s], beta=beta)
         return out
 
     # ------------------------------------------------------------------ L-BFGS
@@ -575,7 +569,7 @@ class ShardedSpheresOperator:
         row_con[coeff.row] = coeff.con
         row_coef = np.empty(n)
         row_coef[coeff.row] = coeff.val / self.row_scale
-        own, halo, halo_rows = [], [], []
+        parts, halo_rows = [], []
         self._con, self._coef = [], []
         for s in range(shards.k):
             lo, hi = shards.rows(s)
@@ -585,17 +579,15 @@ class ShardedSpheresOperator:
             outside = np.zeros(n, dtype=bool)
             outside[local[~inside]] = True
             halo_rows.append(np.flatnonzero(outside))
-            position = np.cumsum(outside) - 1
-            row_ids = np.repeat(np.arange(hi - lo), np.diff(rows.indptr))
-            mine = sp.csr_array((rows.data[inside], (row_ids[inside], local[inside] - lo)), shape=(hi - lo, hi - lo))
-            theirs = sp.csr_array((rows.data[~inside], (row_ids[~inside], position[local[~inside]])),
-                                  shape=(hi - lo, halo_rows[s].size))
+            # extended columns: the shard's rows first, then its halo in ascending global order
+            position = np.cumsum(outside) - 1 + (hi - lo)
+            columns = np.where(inside, local - lo, position[local])
+            extended = sp.csr_array((rows.data, columns, rows.indptr), shape=(hi - lo, hi - lo + halo_rows[s].size))
             with shards.on(s):
-                own.append(backend.csr(mine))
-                halo.append(backend.csr(theirs))
+                parts.append(backend.csr(extended))
                 self._con.append(xp.asarray(row_con[lo:hi]))
                 self._coef.append(xp.asarray(row_coef[lo:hi]))
-        self.C = ShardedMatrix(own, halo, HaloExchange(shards, halo_rows), (n, n))
+        self.C = ShardedMatrix(parts, HaloExchange(shards, halo_rows), (n, n))
 
     # ------------------------------------------------------------------ rows
     def split(self, array) -> ShardedRows:
@@ -661,15 +653,17 @@ class ShardedSpheresOperator:
 
     def slack_matrix(self, lam):
         """C - A*(lam) as a :class:`ShardedMatrix`."""
-        return self.C.with_own(self._own_plus_diagonal(self.adjoint_data(lam, weight=-1.0), self.C.own))
+        return ShardedMatrix(self._plus_diagonal(self.adjoint_data(lam, weight=-1.0), self.C.parts), self.C.exchange,
+                             self.C.shape)
 
     def adjoint_matrix(self, y, weight=1.0):
         """weight * A*(y) (diagonal) as a :class:`ShardedMatrix` with an empty halo."""
-        empty = [self.backend.sparse.csr_matrix(h.shape) for h in self.C.halo]
-        zero = [self.backend.sparse.csr_matrix(o.shape) for o in self.C.own]
-        diagonal = self._own_plus_diagonal(self.adjoint_data(y, weight=weight), zero)
-        return ShardedMatrix(diagonal, empty, self.C.exchange, self.C.shape)
+        zero = [self.backend.sparse.csr_matrix(part.shape) for part in self.C.parts]
+        return ShardedMatrix(self._plus_diagonal(self.adjoint_data(y, weight=weight), zero), self.C.exchange,
+                             self.C.shape)
 
-    def _own_plus_diagonal(self, diagonal: ShardedRows, own: list) -> list:
+    def _plus_diagonal(self, diagonal: ShardedRows, parts: list) -> list:
+        """parts[s] + Diag(diagonal) on the shard's own columns."""
         sparse = self.backend.sparse
-        return self.shards.each(lambda s, d, o: (o + sparse.diags(d, format="csr")).tocsr(), diagonal, _Listed(own))
+        return self.shards.each(lambda s, d, part: (part + sparse.diags(d, shape=part.shape, format="csr")).tocsr(),
+                                diagonal, _Listed(parts))
