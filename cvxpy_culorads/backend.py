@@ -111,10 +111,10 @@ def requested_device(device: str = "auto") -> str:
     return device
 
 
-def select_backend(device: str = "auto", gpu_pays=None, gpu_id: int | None = None) -> Backend:
+def select_backend(device: str = "auto", gpu_pays=None, gpu_ids: tuple[int, ...] | None = None) -> Backend:
     """The backend for ``device`` in {"auto", "cpu", "gpu"}; for "auto" (after ``CULORADS_DEVICE``), the GPU when
-    one is usable and ``gpu_pays()`` is true (or ``gpu_pays`` is None). ``gpu_id``: the GPU to make current (a
-    ValueError when it is not visible), else the current one."""
+    one is usable and ``gpu_pays()`` is true (or ``gpu_pays`` is None). ``gpu_ids``: the GPUs the solve will use (a
+    ValueError when one is not visible), the first made current; None: the current one."""
     device = requested_device(device)
     if device == "auto":
         device = "gpu" if gpu_available() and (gpu_pays is None or gpu_pays()) else "cpu"
@@ -127,10 +127,10 @@ def select_backend(device: str = "auto", gpu_pays=None, gpu_id: int | None = Non
                                "CuPy for your CUDA version (pip install 'cvxpy_culorads[gpu]')")
         import cupy
         import cupyx.scipy.sparse
-        if gpu_id is not None:
+        if gpu_ids is not None:
             visible = cupy.cuda.runtime.getDeviceCount()
-            if gpu_id >= visible:
-                raise ValueError(f"devices=({gpu_id},) names a GPU that is not visible ({visible} visible)")
-            cupy.cuda.Device(gpu_id).use()
+            if max(gpu_ids) >= visible:
+                raise ValueError(f"devices names GPU ids {list(gpu_ids)} but {visible} GPU(s) are visible")
+            cupy.cuda.Device(gpu_ids[0]).use()
         return Backend("gpu", cupy, cupyx.scipy.sparse)
     raise ValueError(f"device must be 'auto', 'cpu' or 'gpu', got {device!r}")

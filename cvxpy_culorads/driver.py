@@ -175,9 +175,9 @@ class _Run:
         sharded = settings.device_count > 1
         self.devices = (DeviceCosts.of(problem, initial)
                         if requested_device(settings.device) == "auto" and not sharded else None)
-        self.backend = (sharded_backend(requested_device(settings.device), settings.devices) if sharded
+        self.backend = (sharded_backend(requested_device(settings.device), settings.gpu_ids) if sharded
                         else select_backend(settings.device, gpu_pays=lambda: self.devices.gpu_pays,
-                                            gpu_id=settings.gpu_id))
+                                            gpu_ids=settings.gpu_ids))
         check_capabilities(kernels_for(self.backend), settings, self.backend.describe())
         check_fits(problem, layout, max(initial + [1]), self.backend)
         self.op = (ShardedSpheresOperator(problem, self.backend, settings.l2_rescaling, layout) if sharded

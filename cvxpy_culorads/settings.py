@@ -238,9 +238,11 @@ class Settings:
         return self.devices if isinstance(self.devices, int) else len(self.devices)
 
     @property
-    def gpu_id(self) -> int | None:
-        """The GPU a one-device solve runs on when ``devices`` names one, else None (the current device)."""
-        return self.devices[0] if isinstance(self.devices, tuple) and len(self.devices) == 1 else None
+    def gpu_ids(self) -> tuple[int, ...] | None:
+        """The GPUs ``devices`` names (a count names the first ones), or None (the current device)."""
+        if self.devices is None:
+            return None
+        return tuple(range(self.devices)) if isinstance(self.devices, int) else self.devices
 
     @property
     def inaccurate_tol(self) -> float:

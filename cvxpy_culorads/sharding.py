@@ -118,6 +118,10 @@ class Shards:
     def rows(self, s: int) -> tuple[int, int]:
         return int(self.bounds[s]), int(self.bounds[s + 1])
 
+    def size(self, s: int) -> int:
+        """Shard s's number of rows."""
+        return int(self.bounds[s + 1] - self.bounds[s])
+
     def on(self, s: int):
         """The context in which shard s's arrays are allocated and its kernels launched."""
         if self.device_ids is None:
@@ -125,19 +129,16 @@ class Shards:
         return self.backend.xp.cuda.Device(self.device_ids[s])
 
     def map(self, function, *arrays, axis: int = 0) -> ShardedRows:
-        """function(s, parts of ``arrays`` on shard s) on every shard, as a ShardedRows split along ``axis``."""
-        parts = []
-        for s in range(self.k):
-            with self.on(s):
-                parts.append(function(s, *(a.parts[s] for a in arrays)))
-        return ShardedRows(parts, self, axis)
+        """:meth:`each`'s results as a ShardedRows split along ``axis``."""
+        return ShardedRows(self.each(function, *arrays), self, axis)
 
     def each(self, function, *arrays) -> list:
-        """[function(s, parts of ``arrays`` on shard s)] over the shards."""
+        """[function(s, the parts of ``arrays`` on shard s)] over the shards; an array is a ShardedRows or a list of
+        per-shard values."""
         results = []
         for s in range(self.k):
             with self.on(s):
-                results.append(function(s, *(a.parts[s] for a in arrays)))
+                results.append(function(s, *(a.parts[s] if isinstance(a, ShardedRows) else a[s] for a in arrays)))
         return results
 
     def split(self, array) -> ShardedRows:
@@ -160,11 +161,10 @@ class Shards:
         return float(sum(float(v) for v in values))
 
 
-class _Listed:
-    """A plain list of per-shard values in the shape ``Shards.each`` expects."""
-
-    def __init__(self, parts):
-        self.parts = parts
+def _whole(key, n: int) -> bool:
+    """Whether the index ``key`` is a slice over all of 0..n-1."""
+    return (isinstance(key, slice) and key.step in (None, 1) and (key.start or 0) == 0
+            and (key.stop is None or key.stop >= n))
 
 
 def _copy_to_current(array):
@@ -232,8 +232,7 @@ class ShardedRows:
         if self.axis == 1:  # a vector, or a range of vectors, of a stack
             axis = 0 if isinstance(key, (int, np.integer)) else 1
             return ShardedRows([part[key] for part in self.parts], self.shards, axis)
-        if isinstance(key, slice) and key.step in (None, 1) and (key.start or 0) == 0 and \
-                (key.stop is None or key.stop >= self.shards.n):
+        if _whole(key, self.shards.n):
             return self  # the whole row range (the one PSD block of a sharded problem)
         raise IndexError(f"a row-sharded array takes the whole row range only, got {key!r}")
 
@@ -254,10 +253,7 @@ class ShardedMatrix:
         self.parts, self.exchange, self.shape = parts, exchange, shape
 
     def __getitem__(self, key) -> ShardedMatrix:
-        rows, cols = key
-        whole = all(isinstance(k, slice) and (k.start or 0) == 0 and (k.stop is None or k.stop >= self.shape[0])
-                    for k in (rows, cols))
-        if not whole:
+        if not all(_whole(k, self.shape[0]) for k in key):
             raise IndexError("a row-sharded matrix takes the whole block only")
         return self
 
@@ -270,7 +266,7 @@ class ShardedMatrix:
             diagonal = part.diagonal()  # the first n_s columns are the shard's own rows
             radii = _absolute_row_sums(part, xp) - xp.abs(diagonal)
             return float(xp.min(diagonal - radii)) if diagonal.size else math.inf
-        return min(shards.each(lower, _Listed(self.parts)))
+        return min(shards.each(lower, self.parts))
 
 
 def _absolute_row_sums(matrix, xp):
@@ -350,12 +346,11 @@ class ShardedKernels:
         if self.shards.device_ids is None:
             return self.shards.split(np.random.default_rng(seed).standard_normal(n))
         xp = self.shards.backend.xp
-        return self.shards.map(lambda s: xp.random.default_rng(seed + s).standard_normal(int(np.diff(
-            self.shards.rows(s))[0])))
+        return self.shards.map(lambda s: xp.random.default_rng(seed + s).standard_normal(self.shards.size(s)))
 
     def vectors(self, count: int, n: int):
         xp = self.shards.backend.xp
-        return self.shards.map(lambda s: xp.empty((count, int(np.diff(self.shards.rows(s))[0]))), axis=1)
+        return self.shards.map(lambda s: xp.empty((count, self.shards.size(s))), axis=1)
 
     def combine(self, coefficients, vectors):
         xp = self.shards.backend.xp
@@ -517,25 +512,23 @@ class ShardedBackend:
         return f"{self.count} GPUs {list(self.device_ids)}, NCCL, each {first}"
 
 
-def simulated_backend(device: str, count: int) -> ShardedBackend:
-    """``count`` shards that one device holds, exchanging in-process: NumPy arrays for "cpu", or all on the current
-    GPU for "gpu" (to test and time the sharded kernels where only one GPU is at hand)."""
+def simulated_backend(device: str, devices) -> ShardedBackend:
+    """As many shards as ``devices`` counts (a count, or ids whose number counts), all held by one device and exchanging
+    in-process: NumPy arrays for "cpu", or all on the current GPU for "gpu" (to test and time the sharded kernels where
+    only one GPU is at hand; it stands in for :func:`sharded_backend`)."""
+    count = devices if isinstance(devices, int) else len(devices)
     base = select_backend(device)
     return ShardedBackend(base, (0,) * count if base.is_gpu else tuple(range(count)),
                           lambda bounds: Shards(bounds, base, None, InProcessCommunicator()))
 
 
-def sharded_backend(device: str, devices) -> ShardedBackend:
-    """The backend for ``Settings.devices`` (a count or a tuple of GPU ids) on ``device``: simulated shards of one
-    process for "cpu", the GPUs otherwise (an error when fewer are visible than asked for)."""
+def sharded_backend(device: str, ids: tuple[int, ...]) -> ShardedBackend:
+    """The backend for the GPU ``ids`` of ``Settings.gpu_ids`` on ``device``: as many simulated shards of one process
+    for "cpu", those GPUs otherwise (an error when one is not visible); the first GPU becomes current, as the
+    constraint space and the small arrays live there."""
     if device == "cpu" or (device == "auto" and not gpu_available()):
-        return simulated_backend("cpu", devices if isinstance(devices, int) else len(devices))
-    base = select_backend("gpu")
-    visible = base.xp.cuda.runtime.getDeviceCount()
-    ids = tuple(range(devices)) if isinstance(devices, int) else tuple(devices)
-    if max(ids) >= visible:
-        raise ValueError(f"devices={devices!r} asks for GPU ids {list(ids)} but {visible} GPU(s) are visible")
-    base.xp.cuda.Device(ids[0]).use()  # the constraint space and the small arrays live on the first GPU
+        return simulated_backend("cpu", ids)
+    base = select_backend("gpu", gpu_ids=ids)
     communicator = NcclCommunicator(ids)
     return ShardedBackend(base, ids, lambda bounds: Shards(bounds, base, ids, communicator))
 
@@ -666,4 +659,4 @@ class ShardedSpheresOperator:
         """parts[s] + Diag(diagonal) on the shard's own columns."""
         sparse = self.backend.sparse
         return self.shards.each(lambda s, d, part: (part + sparse.diags(d, shape=part.shape, format="csr")).tocsr(),
-                                diagonal, _Listed(parts))
+                                diagonal, parts)

@@ -184,7 +184,7 @@ def _pretend_a_gpu(monkeypatch) -> list:
     built = []
     real = backend_module.select_backend
 
-    def recording(device="auto", gpu_pays=None, gpu_id=None):
+    def recording(device="auto", gpu_pays=None, gpu_ids=None):
         requested = backend_module.requested_device(device)
         gpu = requested == "gpu" or (requested == "auto" and (gpu_pays is None or gpu_pays()))
         built.append("gpu" if gpu else "cpu")
