@@ -28,7 +28,7 @@ import cvxpy  # noqa: E402
 import cvxpy_culorads as cl  # noqa: E402
 from cvxpy_culorads.costs import RouteCosts  # noqa: E402
 from cvxpy_culorads.layout import BlockLayout  # noqa: E402
-from cvxpy_culorads.state import block_ranks  # noqa: E402
+from cvxpy_culorads.state import RANK_FACTOR, block_ranks  # noqa: E402
 
 from compare import PEER_MAX_N, to_cvxpy  # noqa: E402
 from report import write_tables  # noqa: E402
@@ -55,7 +55,7 @@ def _row(name: str, device: str, time_limit: float) -> dict:
     path = sorted((DATA / "sdplib").glob(f"{name}.dat-s*"))[0]
     problem = cl.read_sdpa(path)
     defaults = cl.Settings()
-    ranks, _ = block_ranks(BlockLayout.of(problem), defaults.rank, defaults.rank_factor)  # the solve's start
+    ranks, _ = block_ranks(BlockLayout.of(problem), defaults.rank, RANK_FACTOR)  # what the solve's estimate takes
     estimate = RouteCosts.of(problem, ranks, device == "gpu")
     row = dict(instance=name, n=sum(problem.block_sizes) + problem.n_lp, m=problem.m, blocks=problem.num_blocks,
                ipm_estimate_s=round(estimate.interior_point, 4), low_rank_estimate_s=round(estimate.low_rank, 4))

@@ -223,6 +223,11 @@ class FixedDiagonals:
             blocks.append((offset, None if in_order else xp.asarray(coeff.row + offset), xp.sqrt(xp.asarray(targets))))
         return cls(tuple(blocks)) if blocks else None
 
+    def on(self, xp) -> FixedDiagonals:
+        """The same rows with their arrays in ``xp`` (built on the host, used on the device)."""
+        return FixedDiagonals(tuple((offset, None if rows is None else xp.asarray(rows), xp.asarray(roots))
+                                    for offset, rows, roots in self.blocks))
+
     def project(self, R, xp):
         """The factor R with the fixed rows scaled to their targets, in place (a zero row becomes
         sqrt(target) e_1); returns R."""

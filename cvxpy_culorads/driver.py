@@ -53,13 +53,13 @@ from .interior_point import InteriorPointPhase
 from .kernels import check_capabilities, kernels_for
 from .layout import BlockLayout, CompressedOperator
 from .measures import ProblemNorms, primal_infeasibility, relative_gap, worst
-from .memory import check_fits, interior_point_work_bytes, widening_fits
+from .memory import fitting_rank, interior_point_work_bytes, widening_fits
 from .result import Errors, Result, Status
 from .riemannian import RiemannianPhase, Spheres
 from .scaling import DiagonalScaling
 from .settings import Settings
 from .sharding import SHARDED_PROBLEMS_MESSAGE, ShardedSpheresOperator, sharded_backend
-from .state import PhaseOutcome, SolverState, block_ranks
+from .state import RANK_FACTOR, SPHERES_RANK_FACTOR, PhaseOutcome, SolverState, block_ranks
 
 __all__ = ["solve"]
 
@@ -171,15 +171,27 @@ class _Run:
         # measuring a point may run on past the deadline by the grace the time limit's promise leaves
         self.measure_deadline = self.deadline + FINAL_MEASURE_SHARE * settings.time_limit + FINAL_MEASURE_SECONDS
         layout = BlockLayout.of(problem)
-        initial, self.max_ranks = block_ranks(layout, settings.rank, settings.rank_factor)
+        # on the host: whether the Riemannian phase runs decides the default initial rank, before the backend
+        fixed = FixedDiagonals.of(problem, layout.offsets, np)
+        on_spheres = settings.riemannian and Spheres.cover(problem, layout, fixed)
+        rank_factor = settings.rank_factor
+        if rank_factor is None:
+            rank_factor = SPHERES_RANK_FACTOR if on_spheres else RANK_FACTOR
+        initial, self.max_ranks = block_ranks(layout, settings.rank, rank_factor)
+        # the cost models were calibrated from LoRADS's start: on the spheres the wider one takes fewer steps
+        cost_ranks = block_ranks(layout, settings.rank, settings.rank_factor or RANK_FACTOR)[0]
         sharded = settings.device_count > 1
-        self.devices = (DeviceCosts.of(problem, initial)
+        self.devices = (DeviceCosts.of(problem, cost_ranks)
                         if requested_device(settings.device) == "auto" and not sharded else None)
         self.backend = (sharded_backend(requested_device(settings.device), settings.gpu_ids) if sharded
                         else select_backend(settings.device, gpu_pays=lambda: self.devices.gpu_pays,
                                             gpu_ids=settings.gpu_ids))
         check_capabilities(kernels_for(self.backend), settings, self.backend.describe())
-        check_fits(problem, layout, max(initial + [1]), self.backend)
+        # a default initial rank is lowered to what fits in device memory, one the user set is refused
+        widest = max(initial + [1])
+        fitting = fitting_rank(problem, layout, widest, self.backend, lower=settings.rank is None)
+        self.rank_capped = fitting < widest
+        initial = [min(r, fitting) for r in initial]
         self.op = (ShardedSpheresOperator(problem, self.backend, settings.l2_rescaling, layout) if sharded
                    else CompressedOperator(problem, self.backend, rescale=settings.l2_rescaling, layout=layout))
         if sharded and layout.n_rows <= DENSE_LIMIT:
@@ -200,11 +212,11 @@ class _Run:
         # direction may be a Farkas ray (infeasibility evidence)
         self.largest_size, self.largest_multipliers, self._largest_norm = 0.0, None, 0.0
         self.trace_bounds = TraceBounds.of(problem, settings.trace_bound)
-        fixed = FixedDiagonals.of(problem, layout.offsets, self.backend.xp)
+        fixed = None if fixed is None else fixed.on(self.backend.xp)
         # the paper's rule measures the iterate as it is; the certified one returns it projected onto fixed rows
         self.fixed_diagonals = fixed if settings.criterion == "certified" else None
         # a problem on a product of spheres takes the Riemannian phase
-        self.spheres = Spheres.of(problem, layout, fixed, self.op) if settings.riemannian else None
+        self.spheres = Spheres.of(problem, layout, fixed, self.op) if on_spheres else None
         if sharded and self.spheres is None:
             raise ValueError(SHARDED_PROBLEMS_MESSAGE)
         self.inner_iterations = 0
@@ -219,7 +231,7 @@ class _Run:
         self.interior_point_bytes = (interior_point_work_bytes(problem) if settings.interior_point and not sharded
                                      else None)
         # which route starts, by estimated cost (only where the interior-point method may run at all)
-        self.routes = (RouteCosts.of(problem, initial, self.backend.is_gpu)
+        self.routes = (RouteCosts.of(problem, cost_ranks, self.backend.is_gpu)
                        if self.interior_point_bytes is not None else None)
         self.in_interior_point = False
 
@@ -395,7 +407,8 @@ def solve(problem, settings: Settings | None = None, **options) -> Result:
 
 def _solve(run: _Run) -> Result:
     settings, problem = run.settings, run.problem
-    run.say(f"cvxpy_culorads: {problem!r} on {run.device()}; initial ranks {run.state.ranks}; "
+    capped = " (capped: the default would not fit in device memory)" if run.rank_capped else ""
+    run.say(f"cvxpy_culorads: {problem!r} on {run.device()}; initial ranks {run.state.ranks}{capped}; "
             f"{_route(run)}")
     run.say(f"{'phase':>5} {'iter':>7} {'primal obj':>15} {'dual obj':>15} {'pinf':>9} {'gap':>9} "
             f"{'rho':>9} {'rank':>5} {'time':>9}")

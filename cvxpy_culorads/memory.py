@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["check_fits", "estimate_device_bytes", "widening_fits", "affordable_lanczos_steps", "deflation_fits",
+__all__ = ["fitting_rank", "estimate_device_bytes", "widening_fits", "affordable_lanczos_steps", "deflation_fits",
            "route_entries", "interior_point_routes", "interior_point_work_bytes", "interior_point_fits"]
 
 # n_rows x r arrays held at once in the phases, counting CuPy's pool: factor, gradient, step, L-BFGS pairs, C R,
@@ -50,18 +50,28 @@ def widening_fits(backend, n_rows: int, old_width: int, new_width: int) -> bool:
     return free is None or extra <= free
 
 
-def check_fits(problem, layout, rank: int, backend) -> None:
-    """Refuse, before allocating anything, a problem that will not fit on the device at its initial
-    ``rank`` (the maximal rank is rarely reached; rank growth may still run out of memory later)."""
+def fitting_rank(problem, layout, rank: int, backend, lower: bool) -> int:
+    """The initial rank to start from, checked before anything is allocated: ``rank`` when the solve fits in the free
+    device memory at it (``estimate_device_bytes``; always on the CPU), else, when ``lower`` is true, the largest
+    rank below it that fits. A MemoryError when none fits. (The maximal rank is rarely reached; rank growth is
+    checked when it happens, ``widening_fits``.)"""
     free = backend.free_memory()
-    if free is None:
-        return
-    need = estimate_device_bytes(problem, layout, rank)
-    if need > free:
+    if free is None or estimate_device_bytes(problem, layout, rank) <= free:
+        return rank
+    low, high = 0, rank if lower else 1  # fits at low (rank 0: nothing to fit), not at high
+    while high - low > 1:
+        middle = (low + high) // 2
+        if estimate_device_bytes(problem, layout, middle) <= free:
+            low = middle
+        else:
+            high = middle
+    if low == 0:
+        need = estimate_device_bytes(problem, layout, rank)
         raise MemoryError(
             f"{problem.name}: the solve needs about {need / 2**30:.1f} GiB of device memory at its initial rank "
             f"{rank} but {free / 2**30:.1f} GiB are free; use device='cpu', a device with more memory, a "
             f"smaller rank (setting 'rank') or a smaller problem")
+    return low
 
 
 # A Lanczos cycle keeps its whole basis (steps x n) and, at a restart, the kept Ritz vectors (a third as many): at

@@ -55,10 +55,7 @@ class Spheres:
         """The spheres of ``problem`` when every constraint fixes one diagonal entry and every row of every PSD block
         is fixed so (``fixed``: its ``bounds.FixedDiagonals`` or None); else None (nonnegative variables, a constraint
         of another kind, or a free row leave the phase out)."""
-        if fixed is None or layout.n_lp or problem.m == 0:
-            return None
-        covered = sum(roots.size for _, _, roots in fixed.blocks)
-        if covered != problem.m or covered != layout.n_rows:
+        if not cls.cover(problem, layout, fixed):
             return None
         backend = op.backend
         squares = np.empty(layout.n_rows)
@@ -66,6 +63,15 @@ class Spheres:
             index = slice(offset, offset + roots.size) if rows is None else backend.to_host(rows)
             squares[index] = backend.to_host(roots) ** 2
         return cls(op.split(squares), op.split(np.sqrt(squares)))
+
+    @staticmethod
+    def cover(problem, layout, fixed) -> bool:
+        """Whether the fixed rows (``fixed``, or None) make the feasible factors of ``problem`` a product of spheres:
+        every constraint fixes one, every row of every PSD block is one, and there are no nonnegative variables."""
+        if fixed is None or layout.n_lp or problem.m == 0:
+            return False
+        covered = sum(roots.size for _, _, roots in fixed.blocks)
+        return covered == problem.m == layout.n_rows
 
     def projected(self, R, kernels):
         """R with every row scaled to its sphere (a zero row becomes root_i e_1), in new memory."""

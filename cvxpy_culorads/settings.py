@@ -69,7 +69,7 @@ _INTEGERS = {  # name: (lowest, highest)
     "max_admm_iter": (1, math.inf),
     "lbfgs_memory": (1, math.inf),  # the backend checks its own ceiling
 }
-_OPTIONAL = ("trace_bound", "rank", "reduced_tol")
+_OPTIONAL = ("trace_bound", "rank", "reduced_tol", "rank_factor")
 
 
 def _check_choice(name: str, value, choices: tuple[str, ...]) -> str:
@@ -147,7 +147,8 @@ class Settings:
       to 8 rounds while one does. Saddle escapes (rank growth) happen at every level.
     - ``time_limit``: seconds of wall clock (``inf``: none).
     - ``max_iter``: ceiling on the total number of inner iterations (L-BFGS steps plus ADMM sweeps).
-    - ``rank``: initial rank of every PSD block (default: 2 ln n_k, capped by the Barvinok-Pataki bound).
+    - ``rank``: initial rank of every PSD block (default: ``rank_factor`` ln n_k, capped by the Barvinok-Pataki bound
+      and by the device memory free).
     - ``seed``: random seed of the starting point, 0 <= seed < 2**32.
     - ``verbose``: print the iteration log.
     - ``keep_log``: keep the iteration log in ``Result.log`` (one row per inner iteration: off by default).
@@ -176,7 +177,8 @@ class Settings:
 
     **Advanced settings** (LoRADS names in brackets): ``phase1_tol`` [phase1Tol] primal infeasibility at
     which phase I hands over to phase II; ``rho_max`` [rhoMax] ADMM penalty cap; ``max_alm_outer``
-    [maxALMIter]; ``max_admm_iter`` [maxADMMIter] per ADMM run; ``rank_factor`` [timesLogRank];
+    [maxALMIter]; ``max_admm_iter`` [maxADMMIter] per ADMM run; ``rank_factor`` [timesLogRank]
+    (None: 4 where the Riemannian phase runs, else LoRADS's 2; ``state.SPHERES_RANK_FACTOR``);
     ``rank_growth`` factor of a rank increase; ``lbfgs_memory`` [lbfgsListLength];
     ``heuristic_factor`` [heuristicFactor] multiplier of the penalty at the switch to phase II;
     ``reopt_scale`` objective factor of one re-optimisation round; ``log_every`` seconds between log lines;
@@ -206,7 +208,7 @@ class Settings:
     rho_max: float = 5000.0
     max_alm_outer: int = 200
     max_admm_iter: int = 10_000
-    rank_factor: float = 2.0
+    rank_factor: float | None = None
     rank_growth: float = 1.5
     lbfgs_memory: int = 2
     heuristic_factor: float = 1.0

@@ -15,7 +15,14 @@ import numpy as np
 
 from .measures import ProblemNorms, primal_infeasibility, relative_gap
 
-__all__ = ["SolverState", "Progress", "PhaseOutcome", "block_ranks", "initial_rows", "widen_factor"]
+__all__ = ["SolverState", "Progress", "PhaseOutcome", "block_ranks", "initial_rows", "widen_factor", "RANK_FACTOR",
+           "SPHERES_RANK_FACTOR"]
+
+# The default initial rank is ceil(factor * ln n_k): LoRADS's timesLogRank for the ALM phases, twice it on a product
+# of spheres, where the Riemannian phase's L-BFGS took 2-6x fewer steps from the wider start (README, "Starting rank
+# of the Riemannian phase": sparse random graph n = 2e4 on the CPU 1824 -> 291 steps, rgg 2^22 on the H100 from a
+# time limit at 60 s to 41.7 s) and the GPU's step costs about the same up to n r ~ 1e6
+RANK_FACTOR, SPHERES_RANK_FACTOR = 2.0, 4.0
 
 # The random start is drawn in chunks of this many rows, chunk c from its own seed, so that any range of rows (a shard
 # of ``sharding.py``) can be drawn alone and is the same as in the whole factor.

@@ -122,3 +122,16 @@ def test_an_iteration_limit_inside_it_is_honest():
     result = solve(problem, device="cpu", route="low_rank", riemannian=True, max_iter=3)
     assert result.status is Status.ITERATION_LIMIT and result.iterations["riemannian"] == 3
     assert primal_residual(problem, result) <= 1e-12  # still on the spheres
+
+
+def test_the_spheres_start_wider_than_the_alm_phases():
+    # ceil(4 ln 500) = 25 columns on the spheres, LoRADS's ceil(2 ln 500) = 13 for the ALM phases; a rank_factor
+    # that is set holds for both
+    problem, _ = random_maxcut(500, 0.02, seed=3)
+
+    def first_ranks(**options):
+        return solve(problem, device="cpu", route="low_rank", max_iter=1, keep_log=True, **options).log[0].ranks
+
+    assert first_ranks() == (25,)
+    assert first_ranks(riemannian=False) == (13,)
+    assert first_ranks(rank_factor=3.0) == first_ranks(rank_factor=3.0, riemannian=False) == (19,)

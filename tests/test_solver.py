@@ -103,6 +103,21 @@ def test_a_problem_that_does_not_fit_is_refused_before_allocating(monkeypatch):
         solve(problem, device="cpu")
 
 
+def test_a_default_rank_that_does_not_fit_is_lowered_a_set_one_is_refused(monkeypatch, capsys):
+    from cvxpy_culorads.backend import Backend
+    from cvxpy_culorads.layout import BlockLayout
+    from cvxpy_culorads.memory import estimate_device_bytes
+
+    problem, _ = random_maxcut(300, 0.01, seed=9)  # default start: ceil(4 ln 300) = 23 columns
+    room = estimate_device_bytes(problem, BlockLayout.of(problem), 5)
+    monkeypatch.setattr(Backend, "free_memory", lambda self: room)
+    result = solve(problem, device="cpu", max_iter=1, keep_log=True, verbose=True)
+    assert result.log[0].ranks == (5,)
+    assert "initial ranks [5] (capped" in capsys.readouterr().err
+    with pytest.raises(MemoryError, match="at its initial rank 6"):
+        solve(problem, device="cpu", rank=6)
+
+
 def test_the_log_is_opt_in_and_the_counters_do_not_need_it():
     problem, _ = random_maxcut(30, 0.3, seed=5)
     plain = solve(problem, device="cpu")
