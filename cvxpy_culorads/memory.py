@@ -42,12 +42,13 @@ def estimate_device_bytes(problem, layout, rank: int) -> int:
 
 
 def widening_fits(backend, n_rows: int, old_width: int, new_width: int) -> bool:
-    """Whether the phases' factor arrays can grow from ``old_width`` to ``new_width`` columns within the device
-    memory still free (always on the CPU). A rank increase that would not fit is skipped instead of failing
-    inside CUDA: completion with n = 2e7 and 2e8 constraints reached 78 GiB of the H100's 80 at rank 26."""
+    """Whether the phases' factor arrays fit at ``new_width`` columns in the device memory still free plus the
+    factor's own (``old_width`` columns, which the wider factor replaces); always on the CPU. The arrays the
+    phases held at the old width are not counted as free: between phases most are released, and a wider factor
+    that would fit only by reusing them ran the H100 out of memory (sparse MaxCut n = 1e7, rank 65 -> 98). A rank
+    increase that would not fit is skipped instead of failing inside CUDA."""
     free = backend.free_memory()
-    extra = POOL_MARGIN * _factor_arrays_bytes(n_rows, max(new_width - old_width, 0))
-    return free is None or extra <= free
+    return free is None or POOL_MARGIN * _factor_arrays_bytes(n_rows, new_width) <= free + 8 * n_rows * old_width
 
 
 def fitting_rank(problem, layout, rank: int, backend, lower: bool) -> int:

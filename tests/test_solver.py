@@ -118,6 +118,26 @@ def test_a_default_rank_that_does_not_fit_is_lowered_a_set_one_is_refused(monkey
         solve(problem, device="cpu", rank=6)
 
 
+def test_running_out_of_memory_mid_solve_is_a_status(monkeypatch):
+    from cvxpy_culorads.riemannian import RiemannianPhase
+
+    problem, _ = random_maxcut(40, 0.3, seed=2)
+    steps = {"left": 10}
+    line_search = RiemannianPhase._line_search
+
+    def failing_after_a_while(self, *args):
+        steps["left"] -= 1
+        if steps["left"] < 0:
+            raise MemoryError("out of memory allocating 8 bytes")
+        return line_search(self, *args)
+
+    monkeypatch.setattr(RiemannianPhase, "_line_search", failing_after_a_while)
+    result = solve(problem, device="cpu", interior_point=False)
+    assert result.status in (Status.INACCURATE, Status.STALLED)
+    assert "ran out of memory" in result.message
+    assert result.iterations["riemannian"] == 11 and result.factors[0].shape[0] == 40
+
+
 def test_the_log_is_opt_in_and_the_counters_do_not_need_it():
     problem, _ = random_maxcut(30, 0.3, seed=5)
     plain = solve(problem, device="cpu")
