@@ -26,12 +26,11 @@ from .kernels import kernels_for
 from .krylov import conjugate_gradient, lanczos_smallest
 from .layout import symmetric_times
 from .measures import ProblemNorms
-from .memory import deflation_fits
+from .memory import DENSE_LIMIT, deflation_fits
 
 __all__ = ["Eigenpair", "dual_infeasibility", "smallest_eigenpairs", "stationary_multipliers", "farkas_violations",
            "is_primal_ray"]
 
-DENSE_LIMIT = 1000  # blocks up to this order get a dense eigen-decomposition
 
 
 class Eigenpair(NamedTuple):

@@ -192,9 +192,10 @@ class _Run:
                         else select_backend(settings.device, gpu_pays=lambda: self.devices.gpu_pays,
                                             gpu_ids=settings.gpu_ids))
         check_capabilities(kernels_for(self.backend), settings, self.backend.describe())
-        # a default initial rank is lowered to what fits in device memory, one the user set is refused
+        # a default start wider than LoRADS's is narrowed, down to that, to what fits in device memory
         widest = max(initial + [1])
-        fitting = fitting_rank(problem, layout, widest, self.backend, lower=settings.rank is None)
+        narrowest = widest if settings.rank is not None else min(widest, max(cost_ranks + [1]))
+        fitting = fitting_rank(problem, layout, widest, narrowest, self.backend)
         self.rank_capped = fitting < widest
         initial = [min(r, fitting) for r in initial]
         self.op = (ShardedSpheresOperator(problem, self.backend, settings.l2_rescaling, layout) if sharded
@@ -412,7 +413,7 @@ def solve(problem, settings: Settings | None = None, **options) -> Result:
 
 def _solve(run: _Run) -> Result:
     settings, problem = run.settings, run.problem
-    capped = " (capped: the default would not fit in device memory)" if run.rank_capped else ""
+    capped = " (narrowed: the default would not fit in device memory)" if run.rank_capped else ""
     run.say(f"cvxpy_culorads: {problem!r} on {run.device()}; initial ranks {run.state.ranks}{capped}; "
             f"{_route(run)}")
     run.say(f"{'phase':>5} {'iter':>7} {'primal obj':>15} {'dual obj':>15} {'pinf':>9} {'gap':>9} "

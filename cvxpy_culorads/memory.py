@@ -8,14 +8,21 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["fitting_rank", "estimate_device_bytes", "widening_fits", "affordable_lanczos_steps", "deflation_fits",
-           "route_entries", "interior_point_routes", "interior_point_work_bytes", "interior_point_fits"]
+__all__ = ["DENSE_LIMIT", "fitting_rank", "estimate_device_bytes", "widening_fits", "affordable_lanczos_steps",
+           "deflation_fits", "route_entries", "interior_point_routes", "interior_point_work_bytes",
+           "interior_point_fits"]
 
 # n_rows x r arrays held at once in the phases, counting CuPy's pool: factor, gradient, step, L-BFGS pairs, C R,
 # C D (phase I); U, V, CG vectors (phase II); measured at n = 1e8, rank 5: 13 (with the operator 58 GiB)
 FACTOR_ARRAYS = 12
 BUILD_BYTES = 96  # per entry of a symmetric pattern while it is sorted: coordinates, keys, order, permuted copies
 POOL_MARGIN = 1.15  # blocks CuPy's pool keeps for reuse (measured at n = 1e8: 64 GiB peak, 60 GiB in the phases)
+# A Lanczos cycle keeps its whole basis (steps x n) and, at a restart, the kept Ritz vectors (a third as many): at
+# n = 1e8 sixty vectors are 48 GB. Both may take this share of the free device memory, and the cycle has no fewer
+# than MIN_LANCZOS_STEPS vectors (more restarts, same answer).
+LANCZOS_MEMORY_SHARE, MIN_LANCZOS_STEPS = 0.5, 20
+DENSE_LIMIT = 1000  # blocks up to this order get a dense eigen-decomposition instead (``certificates.py``)
+KEPT_RITZ_SHARE = 3  # a restart keeps steps // 3 Ritz vectors
 
 
 def _factor_arrays_bytes(n_rows: int, columns: int) -> int:
@@ -51,35 +58,35 @@ def widening_fits(backend, n_rows: int, old_width: int, new_width: int) -> bool:
     return free is None or POOL_MARGIN * _factor_arrays_bytes(n_rows, new_width) <= free + 8 * n_rows * old_width
 
 
-def fitting_rank(problem, layout, rank: int, backend, lower: bool) -> int:
+def fitting_rank(problem, layout, rank: int, narrowest: int, backend) -> int:
     """The initial rank to start from, checked before anything is allocated: ``rank`` when the solve fits in the free
-    device memory at it (``estimate_device_bytes``; always on the CPU), else, when ``lower`` is true, the largest
-    rank below it that fits. A MemoryError when none fits. (The maximal rank is rarely reached; rank growth is
-    checked when it happens, ``widening_fits``.)"""
+    device memory at it (``estimate_device_bytes``; always on the CPU); else the widest rank from ``narrowest`` up
+    that fits with the certificates' shortest Lanczos cycle beside it (a start that fills the memory left the
+    dual certificate none: sparse MaxCut at n = 1e8 ran out of memory in it); else ``narrowest`` if the solve
+    fits there; else a MemoryError. (Rank growth is checked when it happens, ``widening_fits``.)"""
     free = backend.free_memory()
     if free is None or estimate_device_bytes(problem, layout, rank) <= free:
         return rank
-    low, high = 0, rank if lower else 1  # fits at low (rank 0: nothing to fit), not at high
+    large = [n for n in layout.sizes if n > DENSE_LIMIT]
+    room = free - 8 * max(large, default=0) * MIN_LANCZOS_STEPS * (1 + 1 / KEPT_RITZ_SHARE)
+    low, high = narrowest - 1, rank  # the widest r in [narrowest, rank) with estimate(r) <= room, if any
     while high - low > 1:
         middle = (low + high) // 2
-        if estimate_device_bytes(problem, layout, middle) <= free:
+        if estimate_device_bytes(problem, layout, middle) <= room:
             low = middle
         else:
             high = middle
-    if low == 0:
-        need = estimate_device_bytes(problem, layout, rank)
-        raise MemoryError(
-            f"{problem.name}: the solve needs about {need / 2**30:.1f} GiB of device memory at its initial rank "
-            f"{rank} but {free / 2**30:.1f} GiB are free; use device='cpu', a device with more memory, a "
-            f"smaller rank (setting 'rank') or a smaller problem")
-    return low
+    if low >= narrowest:
+        return low
+    need = estimate_device_bytes(problem, layout, narrowest)
+    if need <= free:
+        return narrowest
+    raise MemoryError(
+        f"{problem.name}: the solve needs about {need / 2**30:.1f} GiB of device memory at its initial rank "
+        f"{narrowest} but {free / 2**30:.1f} GiB are free; use device='cpu', a device with more memory, a "
+        f"smaller rank (setting 'rank') or a smaller problem")
 
 
-# A Lanczos cycle keeps its whole basis (steps x n) and, at a restart, the kept Ritz vectors (a third as many): at
-# n = 1e8 sixty vectors are 48 GB. Both may take this share of the free device memory, and the cycle has no fewer
-# than MIN_LANCZOS_STEPS vectors (more restarts, same answer).
-LANCZOS_MEMORY_SHARE, MIN_LANCZOS_STEPS = 0.5, 20
-KEPT_RITZ_SHARE = 3  # a restart keeps steps // 3 Ritz vectors
 DEFLATION_ARRAYS = 3  # a deflated eigenvalue problem's n x q arrays: the orthonormal range, S Q and a product
 
 

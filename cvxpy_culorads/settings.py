@@ -147,8 +147,8 @@ class Settings:
       to 8 rounds while one does. Saddle escapes (rank growth) happen at every level.
     - ``time_limit``: seconds of wall clock (``inf``: none).
     - ``max_iter``: ceiling on the total number of inner iterations (L-BFGS steps plus ADMM sweeps).
-    - ``rank``: initial rank of every PSD block (default: ``rank_factor`` ln n_k, capped by the Barvinok-Pataki bound
-      and by the device memory free).
+    - ``rank``: initial rank of every PSD block (default: ``rank_factor`` ln n_k, capped by the Barvinok-Pataki bound;
+      the Riemannian phase's wider default is narrowed, down to 2 ln n_k, where it would not fit in device memory).
     - ``seed``: random seed of the starting point, 0 <= seed < 2**32.
     - ``verbose``: print the iteration log.
     - ``keep_log``: keep the iteration log in ``Result.log`` (one row per inner iteration: off by default).

@@ -103,19 +103,23 @@ def test_a_problem_that_does_not_fit_is_refused_before_allocating(monkeypatch):
         solve(problem, device="cpu")
 
 
-def test_a_default_rank_that_does_not_fit_is_lowered_a_set_one_is_refused(monkeypatch, capsys):
+def test_a_default_rank_that_does_not_fit_is_narrowed_a_set_one_is_refused(monkeypatch, capsys):
     from cvxpy_culorads.backend import Backend
     from cvxpy_culorads.layout import BlockLayout
     from cvxpy_culorads.memory import estimate_device_bytes
 
-    problem, _ = random_maxcut(300, 0.01, seed=9)  # default start: ceil(4 ln 300) = 23 columns
-    room = estimate_device_bytes(problem, BlockLayout.of(problem), 5)
+    # the spheres' default start is ceil(4 ln 300) = 23 columns; it may be narrowed down to ceil(2 ln 300) = 12
+    problem, _ = random_maxcut(300, 0.01, seed=9)
+    room = estimate_device_bytes(problem, BlockLayout.of(problem), 15)
     monkeypatch.setattr(Backend, "free_memory", lambda self: room)
     result = solve(problem, device="cpu", max_iter=1, keep_log=True, verbose=True)
-    assert result.log[0].ranks == (5,)
-    assert "initial ranks [5] (capped" in capsys.readouterr().err
-    with pytest.raises(MemoryError, match="at its initial rank 6"):
-        solve(problem, device="cpu", rank=6)
+    assert result.log[0].ranks == (15,)
+    assert "initial ranks [15] (narrowed" in capsys.readouterr().err
+    with pytest.raises(MemoryError, match="at its initial rank 16"):
+        solve(problem, device="cpu", rank=16)
+    room = estimate_device_bytes(problem, BlockLayout.of(problem), 11)
+    with pytest.raises(MemoryError, match="at its initial rank 12"):  # below LoRADS's start: refused as before
+        solve(problem, device="cpu")
 
 
 def test_running_out_of_memory_mid_solve_is_a_status(monkeypatch):
