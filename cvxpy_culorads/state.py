@@ -21,7 +21,7 @@ __all__ = ["SolverState", "Progress", "PhaseOutcome", "block_ranks", "initial_ro
 # The default initial rank is ceil(factor * ln n_k): LoRADS's timesLogRank for the ALM phases, twice it on a product
 # of spheres, where the Riemannian phase's L-BFGS took 2-6x fewer steps from the wider start (README, "Starting rank
 # of the Riemannian phase": sparse random graph n = 2e4 on the CPU 1824 -> 291 steps, rgg 2^22 on the H100 from a
-# time limit at 60 s to 41.7 s) and the GPU's step costs about the same up to n r ~ 1e6
+# time limit at 60 s to 41.7 s; on Gset the GPU's step cost barely depends on the rank)
 RANK_FACTOR, SPHERES_RANK_FACTOR = 2.0, 4.0
 
 # The random start is drawn in chunks of this many rows, chunk c from its own seed, so that any range of rows (a shard
