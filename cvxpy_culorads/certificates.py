@@ -32,7 +32,6 @@ __all__ = ["Eigenpair", "dual_infeasibility", "smallest_eigenpairs", "stationary
            "is_primal_ray"]
 
 
-
 class Eigenpair(NamedTuple):
     """The smallest eigenvalue of a block as found (a Ritz value), its unit vector (a device array), and the
     residual ||S v - value v|| (for a dense decomposition, a bound on its rounding error; for a deflated solve,

@@ -218,9 +218,9 @@ class _Run:
         # direction may be a Farkas ray (infeasibility evidence)
         self.largest_size, self.largest_multipliers, self._largest_norm = 0.0, None, 0.0
         self.trace_bounds = TraceBounds.of(problem, settings.trace_bound)
-        fixed = None if fixed is None else fixed.on(self.backend.xp)
         # the paper's rule measures the iterate as it is; the certified one returns it projected onto fixed rows
-        self.fixed_diagonals = fixed if settings.criterion == "certified" else None
+        self.fixed_diagonals = (fixed.on(self.backend.xp) if fixed is not None and settings.criterion == "certified"
+                                else None)
         # a problem on a product of spheres takes the Riemannian phase
         self.spheres = Spheres.of(problem, layout, fixed, self.op) if on_spheres else None
         if sharded and self.spheres is None:

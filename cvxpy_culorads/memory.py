@@ -68,7 +68,7 @@ def fitting_rank(problem, layout, rank: int, narrowest: int, backend) -> int:
     if free is None or estimate_device_bytes(problem, layout, rank) <= free:
         return rank
     large = [n for n in layout.sizes if n > DENSE_LIMIT]
-    room = free - 8 * max(large, default=0) * MIN_LANCZOS_STEPS * (1 + 1 / KEPT_RITZ_SHARE)
+    room = free - MIN_LANCZOS_STEPS * _lanczos_step_bytes(max(large, default=0))
     low, high = narrowest - 1, rank  # the widest r in [narrowest, rank) with estimate(r) <= room, if any
     while high - low > 1:
         middle = (low + high) // 2
@@ -93,8 +93,12 @@ DEFLATION_ARRAYS = 3  # a deflated eigenvalue problem's n x q arrays: the orthon
 def affordable_lanczos_steps(backend, n: int) -> int:
     """The longest Lanczos cycle whose basis fits the device's memory (no bound on the CPU)."""
     free = backend.free_memory()
-    per_step = 8 * n * (1 + 1 / KEPT_RITZ_SHARE)
-    return n if free is None else max(MIN_LANCZOS_STEPS, int(LANCZOS_MEMORY_SHARE * free / per_step))
+    return n if free is None else max(MIN_LANCZOS_STEPS, int(LANCZOS_MEMORY_SHARE * free / _lanczos_step_bytes(n)))
+
+
+def _lanczos_step_bytes(n: int) -> float:
+    """Bytes of one step of a Lanczos cycle of order n: its basis vector and its share of the kept Ritz vectors."""
+    return 8 * n * (1 + 1 / KEPT_RITZ_SHARE)
 
 
 def deflation_fits(backend, n: int, q: int) -> bool:

@@ -53,15 +53,13 @@ class Spheres:
     @classmethod
     def of(cls, problem, layout, fixed, op) -> Spheres | None:
         """The spheres of ``problem`` when every constraint fixes one diagonal entry and every row of every PSD block
-        is fixed so (``fixed``: its ``bounds.FixedDiagonals`` or None); else None (nonnegative variables, a constraint
-        of another kind, or a free row leave the phase out)."""
+        is fixed so (``fixed``: its ``bounds.FixedDiagonals`` with NumPy arrays, or None); else None (nonnegative
+        variables, a constraint of another kind, or a free row leave the phase out)."""
         if not cls.cover(problem, layout, fixed):
             return None
-        backend = op.backend
         squares = np.empty(layout.n_rows)
         for offset, rows, roots in fixed.blocks:
-            index = slice(offset, offset + roots.size) if rows is None else backend.to_host(rows)
-            squares[index] = backend.to_host(roots) ** 2
+            squares[slice(offset, offset + roots.size) if rows is None else rows] = roots ** 2
         return cls(op.split(squares), op.split(np.sqrt(squares)))
 
     @staticmethod
