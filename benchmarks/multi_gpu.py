@@ -2,15 +2,16 @@
 
 Usage::
 
-    python benchmarks/multi_gpu.py --sizes 1e6,1e7 --gpus 2 [--weak 5e6] [--out DIR]
+    python benchmarks/multi_gpu.py --sizes 1e6,1e7 --gpus 2 [--weak 5e6] [--steps N] [--out DIR]
 
 For every n of ``--sizes``, the MaxCut SDP of ``graphs.random_regular_like(n, 4, seed=1)`` (the ``sparse`` suite's
 graphs: average degree ~4, no locality, so most of a shard's neighbours live on the other shards) is solved with the
 defaults on one GPU and on ``--gpus`` GPUs; ``speedup`` is the one-GPU time over the split time, both measured after
 the data reached the devices (``seconds``, as in ``run.py``), ``ms_per_step`` the Riemannian phase's time per step.
 ``--weak n``: the weak-scaling pair, n on one GPU against k n on k GPUs; its efficiency compares time per step (the
-two instances need different step counts). A line per solve as it finishes, then the Markdown table;
-``multi_gpu.csv`` and ``.md`` go to ``--out``.
+two instances need different step counts). ``--steps N``: every solve stops after N steps (``max_iter``; status
+``iteration_limit``), for a time per step at sizes whose full solve is too long for one device call. A line per
+solve as it finishes, then the Markdown table; ``multi_gpu.csv`` and ``.md`` go to ``--out``.
 """
 from __future__ import annotations
 
@@ -34,8 +35,9 @@ COLUMNS = ["n", "edges", "gpus", "seconds", "speedup", "riemannian_steps", "ms_p
            "certified_gap", "primal_residual", "status", "peak_gib", "setup_s"]
 
 
-def _solve(problem, gpus: int, edges: int) -> dict:
-    result = cl.solve(problem, device="gpu", devices=gpus if gpus > 1 else None)
+def _solve(problem, gpus: int, edges: int, steps: int | None) -> dict:
+    result = cl.solve(problem, device="gpu", devices=gpus if gpus > 1 else None,
+                      **({} if steps is None else {"max_iter": steps}))
     seconds = result.solve_time - result.setup_time
     steps = result.iterations["riemannian"]
     row = dict(n=problem.block_sizes[0], edges=edges, gpus=gpus,
@@ -57,6 +59,7 @@ def main(argv=None) -> int:
     parser.add_argument("--sizes", default="1e6,1e7", help="vertex counts, comma-separated")
     parser.add_argument("--gpus", type=int, default=2)
     parser.add_argument("--weak", type=float, default=None, help="vertices per GPU of the weak-scaling pair")
+    parser.add_argument("--steps", type=int, default=None, help="stop every solve after this many steps")
     parser.add_argument("--out", default="benchmarks/results")
     args = parser.parse_args(argv)
     warm_up(select_backend("gpu"))
@@ -64,7 +67,7 @@ def main(argv=None) -> int:
     rows = []
     for n in (int(float(size)) for size in args.sizes.split(",")):
         problem, edges = _problem(n)
-        pair = [_solve(problem, 1, edges), _solve(problem, args.gpus, edges)]
+        pair = [_solve(problem, 1, edges, args.steps), _solve(problem, args.gpus, edges, args.steps)]
         pair[1]["speedup"] = round(pair[0]["seconds"] / pair[1]["seconds"], 2)
         rows += pair
         del problem
@@ -72,7 +75,7 @@ def main(argv=None) -> int:
     if args.weak:
         n = int(args.weak)
         small, large = _problem(n), _problem(args.gpus * n)
-        weak = [_solve(small[0], 1, small[1]), _solve(large[0], args.gpus, large[1])]
+        weak = [_solve(small[0], 1, small[1], args.steps), _solve(large[0], args.gpus, large[1], args.steps)]
         efficiency = weak[0]["ms_per_step"] / weak[1]["ms_per_step"]
         rows += weak
         footer = (f"Weak scaling: {n} vertices on 1 GPU against {args.gpus * n} on {args.gpus}: time per step "

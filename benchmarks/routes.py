@@ -6,9 +6,10 @@ Usage::
 
 For every SDPLIB file it solves with ``route="auto"`` (the choice of ``costs.py``), ``"interior_point"`` and
 ``"low_rank"`` and records the wall time of ``solve`` (set-up included: on these sizes it is part of what a user
-waits for), the iterations of each method and the status; then Clarabel on the same problem through CVXPY, its
-solver time (``clarabel_solver_s``, CVXPY's ``solve_time``) and its whole ``solve`` call (``clarabel_s``), up to
-the block order of ``compare.PEER_MAX_N``. It
+waits for), the iterations of each method and the status; then, up to the block order of ``compare.PEER_MAX_N``,
+the same problem stated in CVXPY and solved through it by us and by Clarabel: the best of three whole ``solve`` calls
+each (``culorads_cvxpy_s``, ``clarabel_s``; canonicalisation included, on fresh models), their ratio
+(``cvxpy_ratio``), and Clarabel's own solver time (``clarabel_solver_s``, CVXPY's ``solve_time``). It
 also fits the interior-point method's cost model: ``ipm_estimate_s`` is what ``costs.RouteCosts`` expected. A line
 per problem as it finishes, then a Markdown table; ``routes_<device>.csv`` and ``.md`` go to ``--out``.
 """
@@ -37,18 +38,37 @@ from suites import DATA  # noqa: E402
 ISSUE_SET = ("truss1,truss4,truss5,truss8,control1,control3,hinf1,hinf5,qap5,qap7,theta1,theta2,"
              "mcp124-1,mcp250-1,mcp500-1,gpp124-1,arch0")
 ROUTES = ("auto", "interior_point", "low_rank")
+CVXPY_REPEATS = 3
 
 
-def _clarabel(problem) -> dict:
-    cvx, _ = to_cvxpy(problem)
-    start = time.perf_counter()
-    try:
-        cvx.solve(solver="CLARABEL")
-    except cvxpy.SolverError as exc:  # a failing peer is a result to report, not a reason to stop
-        return dict(clarabel_s=round(time.perf_counter() - start, 4), clarabel_status=f"error: {exc}"[:40])
-    return dict(clarabel_s=round(time.perf_counter() - start, 4),
-                clarabel_solver_s=round(cvx.solver_stats.solve_time, 4), clarabel_value=-cvx.value,  # SDPA's max
-                clarabel_status=cvx.status)
+def _through_cvxpy(problem, solver: str):
+    """The best of ``CVXPY_REPEATS`` whole ``solve`` calls (one when a call takes over a second: gpp124-1 takes
+    Clarabel minutes), each on a fresh CVXPY model of ``problem`` (so that no call reuses another's
+    canonicalisation), and the last model; a failing solve returns (seconds, None, error text)."""
+    best = float("inf")
+    for _ in range(CVXPY_REPEATS):
+        cvx, _ = to_cvxpy(problem)
+        start = time.perf_counter()
+        try:
+            cvx.solve(solver=solver)
+        except cvxpy.SolverError as exc:  # a failing peer is a result to report, not a reason to stop
+            return time.perf_counter() - start, None, f"error: {exc}"[:40]
+        best = min(best, time.perf_counter() - start)
+        if best > 1.0:
+            break
+    return best, cvx, cvx.status
+
+
+def _cvxpy_columns(problem) -> dict:
+    """Ours and Clarabel through CVXPY: whole ``solve`` calls (``culorads_cvxpy_s``, ``clarabel_s``), their ratio, and
+    Clarabel's own solver time (CVXPY's ``solve_time``) and value."""
+    ours, _, _ = _through_cvxpy(problem, "CULORADS")
+    seconds, cvx, status = _through_cvxpy(problem, "CLARABEL")
+    row = dict(culorads_cvxpy_s=round(ours, 4), clarabel_s=round(seconds, 4), cvxpy_ratio=round(ours / seconds, 2),
+               clarabel_status=status)
+    if cvx is not None:
+        row.update(clarabel_solver_s=round(cvx.solver_stats.solve_time, 4), clarabel_value=-cvx.value)  # SDPA's max
+    return row
 
 
 def _row(name: str, device: str, time_limit: float) -> dict:
@@ -70,7 +90,7 @@ def _row(name: str, device: str, time_limit: float) -> dict:
         low_rank_steps = result.iterations["alm"] + result.iterations["admm"]
         row[f"{route}_steps"] = f"{low_rank_steps}+{result.iterations['interior_point']}"
     if max(problem.block_sizes) <= PEER_MAX_N["clarabel"]:  # beyond it Clarabel's dense scaling exhausts memory
-        row.update(_clarabel(problem))
+        row.update(_cvxpy_columns(problem))
     print(" ".join(f"{key}={value}" for key, value in row.items()), flush=True)
     return row
 
@@ -85,7 +105,8 @@ def main(argv=None) -> int:
     rows = [_row(name, args.device, args.time_limit) for name in args.names.split(",")]
     title = f"Small SDPLIB problems by route on {args.device}, {datetime.date.today()}"
     columns = ["instance", "n", "m", "blocks", "auto_first", "auto_s", "interior_point_s", "low_rank_s",
-               "clarabel_solver_s", "clarabel_s", "ipm_estimate_s", "low_rank_estimate_s", "auto_steps", "auto_status",
+               "clarabel_solver_s", "culorads_cvxpy_s", "clarabel_s", "cvxpy_ratio", "ipm_estimate_s",
+               "low_rank_estimate_s", "auto_steps", "auto_status",
                "value", "clarabel_value"]
     print(write_tables(rows, Path(args.out) / f"routes_{args.device}", title, columns=columns))
     return 0

@@ -1,15 +1,17 @@
 """What each route to a small problem is expected to cost, so that the driver starts with the cheaper one.
 
-The interior-point method's iterations cost a fixed share per block (Python and LAPACK call overheads), the dense
-work on each block (n_k^3: an inverse, a Cholesky factorisation and an eigenvalue problem), the Schur complement's
-assembly (its route's work entries, ``memory.interior_point_routes``) and its factorisation (m^3); they number 10
-to 30. The low-rank phases' steps cost a fixed overhead plus work in n r; easy problems (MaxCut) need a few
-hundred, hard ones (truss, control, theta) thousands. The constants were fitted on the 2-core CPU VM on 2026-11-23
-(SDPLIB truss1-8, control1-3, hinf1-5, qap5-7, theta1-2, mcp124-1 to mcp500-1, gpp124-1, arch0; ``benchmarks/
-routes.py`` prints the estimates beside the measured times). On the GPU the low-rank step is launch-bound:
-0.6-0.9 ms on the H100 for MaxCut up to n = 3e4 (``benchmarks/devices.py``, ``benchmarks/results/devices``); the
-interior-point method runs on the host below block order 64 (``interior_point.DEVICE_MIN_ORDER``), and above it
-the CPU fit stands in, unmeasured on the GPU.
+The interior-point method's iterations cost a fixed share per group of blocks (Python and LAPACK call overheads;
+small blocks are held together, ``memory.interior_point_groups``), the dense work on each group (n^3: an inverse, a
+Cholesky factorisation and an eigenvalue problem), the Schur complement's assembly (its route's work entries,
+``memory.interior_point_routes``) and its factorisation (m^3); they number 10 to 30. The low-rank phases' steps cost
+a fixed overhead plus work in n r; easy problems (MaxCut) need a few hundred, hard ones (truss, control, theta)
+thousands. The constants were fitted on the 2-core CPU VM (SDPLIB truss1-8, control1-3, hinf1-5, qap5-7, theta1-2,
+mcp124-1 to mcp500-1, gpp124-1, arch0; ``benchmarks/routes.py`` prints the estimates beside the measured times): the
+low-rank ones on 2026-11-23, the interior-point ones again on 2026-11-24 after blocks were grouped (seconds per
+iteration fitted by relative least squares, within 0.7-1.2x of the measured on each problem but hinf5, where the
+method stalls). On the GPU the low-rank step is launch-bound: 0.6-0.9 ms on the H100 for MaxCut up to n = 3e4
+(``benchmarks/devices.py``, ``benchmarks/results/devices``); the interior-point method runs on the host below block
+order 64 (``interior_point.DEVICE_MIN_ORDER``), and above it the CPU fit stands in, unmeasured on the GPU.
 
 ``device="auto"`` compares one low-rank step on each device (:class:`DeviceCosts`): the same step count is
 expected on both, so the cheaper step wins. The CPU that matters there is a GPU machine's host, many cores with a
@@ -27,10 +29,10 @@ from .memory import interior_point_routes
 __all__ = ["DeviceCosts", "RouteCosts"]
 
 IPM_ITERATIONS = 15  # the median over the calibration set (8 to 29)
-IPM_SECONDS_PER_BLOCK = 7.5e-4  # per block and iteration
-IPM_SECONDS_PER_CUBE = 1.5e-9  # per n_k^3 and iteration
-IPM_SECONDS_PER_ROUTE_ENTRY = 2.7e-8  # per Schur-complement work entry and iteration
-IPM_SECONDS_PER_SCHUR_CUBE = 2.8e-10  # per m^3 and iteration
+IPM_SECONDS_PER_GROUP = 8.2e-4  # per group of blocks and iteration
+IPM_SECONDS_PER_CUBE = 1.8e-9  # per n^3 of a group and iteration
+IPM_SECONDS_PER_ROUTE_ENTRY = 1.8e-8  # per Schur-complement work entry and iteration
+IPM_SECONDS_PER_SCHUR_CUBE = 7.3e-11  # per m^3 and iteration
 LOW_RANK_STEPS = 300  # what an easy problem (MaxCut) needs; hard ones need thousands, hence IPM_CHEAP_SECONDS
 # an interior-point method expected to take no longer than this starts first whatever the other estimate: the
 # low-rank phases' step count is unknown in advance and ranges from 200 to 5000 on such problems
@@ -55,8 +57,8 @@ class RouteCosts:
     def of(cls, problem, ranks, on_gpu: bool) -> RouteCosts:
         """The estimates for ``problem`` with the low-rank phases' initial ``ranks`` (one per PSD block)."""
         per_iteration = IPM_SECONDS_PER_SCHUR_CUBE * problem.m ** 3 + sum(
-            IPM_SECONDS_PER_BLOCK + IPM_SECONDS_PER_CUBE * n ** 3 + IPM_SECONDS_PER_ROUTE_ENTRY * route
-            for n, route in zip(problem.block_sizes, interior_point_routes(problem)))
+            IPM_SECONDS_PER_GROUP + IPM_SECONDS_PER_CUBE * n ** 3 + IPM_SECONDS_PER_ROUTE_ENTRY * route
+            for n, route in interior_point_routes(problem))
         per_row_rank = 0.0 if on_gpu else LOW_RANK_SECONDS_PER_ROW_RANK
         step = LOW_RANK_STEP_SECONDS[on_gpu] + per_row_rank * _row_rank(problem, ranks)
         return cls(IPM_ITERATIONS * per_iteration, LOW_RANK_STEPS * step)

@@ -25,7 +25,8 @@ import scipy.sparse as sp
 
 from .backend import select_backend
 from .measures import relative_gap
-from .memory import route_entries
+from .memory import interior_point_groups, route_entries
+from .problem import BlockCoefficients
 from .state import Progress, SolverState
 
 __all__ = ["InteriorPointPhase"]
@@ -37,17 +38,32 @@ TARGET_SHARE = 0.1  # the iteration stops once its own error estimates are this 
 # arithmetic (truss6, 150 blocks of order 3: 17 s on an H100 against 1.5 s on two CPU cores), so the method runs on
 # the host and hands its point to the device at the end.
 DEVICE_MIN_ORDER = 64
-DENSE_LP_ENTRIES = 10 ** 6  # m x n_lp entries up to which the LP constraints are also kept dense
+# Entries up to which a block's constraint operator (touching constraints x positions) is held as a dense array: on
+# tiny CVXPY models the sparse products' dispatch cost more than their arithmetic (about 20 per iteration, 10 us each
+# in SciPy). Kept small because the Schur complement multiplies by it twice, densely, with |positions|^2 entries.
+DENSE_BLOCK_ENTRIES = 2 ** 14
+# m x n_lp entries up to which the LP constraints are held dense: their Schur part is then one GEMM (as three sparse
+# products it cost 1 ms per iteration on tiny CVXPY models, a third of the method's time)
+DENSE_LP_ENTRIES = 10 ** 6
 FACTOR_CUTOFF = 1e-13  # eigenvalues of X_k below this share of the largest are left out of the factor
 
 
 class _Block:
-    """One PSD block on the backend: the positions its constraints touch and the matrices of its Schur route."""
+    """A group of consecutive PSD blocks held as one block-diagonal matrix (``memory.interior_point_groups``), on the
+    backend: the
+    positions its constraints touch and the matrices of its Schur route."""
 
-    def __init__(self, problem, k: int, backend, by_positions: bool | None = None):
+    def __init__(self, problem, members, backend, by_positions: bool | None = None):
         self.xp = xp = backend.xp
-        n, coeff = problem.block_sizes[k], problem.A_coords[k]
-        self.n = n
+        self.members = list(members)
+        sizes = [problem.block_sizes[k] for k in self.members]
+        self.offsets = np.cumsum([0] + sizes[:-1]).tolist()  # of each member in the group's matrix
+        self.n = n = sum(sizes)
+        coeff = BlockCoefficients(*map(np.concatenate, zip(*(
+            (c.con, c.row + o, c.col + o, c.val)
+            for c, o in zip((problem.A_coords[k] for k in self.members), self.offsets)))))
+        c_rows, c_cols, c_vals = map(np.concatenate, zip(*(
+            (r + o, c + o, v) for (r, c, v), o in zip((problem.C_coords[k] for k in self.members), self.offsets))))
         keys = coeff.row * n + coeff.col
         positions, index = np.unique(keys, return_inverse=True)
         self.constraints, row_of = np.unique(coeff.con, return_inverse=True)  # those touching the block
@@ -55,12 +71,12 @@ class _Block:
         fold = np.where(rows == cols, 1.0, 2.0)
         shape = (self.constraints.size, positions.size)
         A = sp.csr_array((coeff.val, (row_of, index)), shape=shape)
-        self.A = backend.csr(A)  # coefficient a_ip of constraint i at position p
-        self.A_t = backend.csr(A.T)  # the same, transposed once (the adjoint runs several times per iteration)
-        self.A_fold = backend.csr(A * fold)  # <A_i, X> = sum_p A_fold[i, p] X[p]
+        self.A = _operator(A, backend, DENSE_BLOCK_ENTRIES)  # coefficient a_ip of constraint i at position p
+        # the same, transposed once (the adjoint runs several times per iteration)
+        self.A_t = _operator(A.T, backend, DENSE_BLOCK_ENTRIES)
+        self.A_fold = _operator(A * fold, backend, DENSE_BLOCK_ENTRIES)  # <A_i, X> = sum_p A_fold[i, p] X[p]
         self.rows, self.cols = xp.asarray(rows), xp.asarray(cols)
         self.constraint_index = xp.asarray(self.constraints)
-        c_rows, c_cols, c_vals = problem.C_coords[k]
         C = np.zeros((n, n))
         C[c_rows, c_cols] = c_vals
         C[c_cols, c_rows] = c_vals
@@ -78,6 +94,10 @@ class _Block:
             dense[row_of, coeff.row, coeff.col] = coeff.val
             dense[row_of, coeff.col, coeff.row] = coeff.val
             self.dense = xp.asarray(dense.reshape(self.constraints.size, n * n))
+
+    def member_matrices(self, X):
+        """The diagonal blocks of the group's matrix ``X``, one per member block."""
+        return [X[o:o + size, o:o + size] for o, size in zip(self.offsets, np.diff(self.offsets + [self.n]))]
 
     def apply(self, X):
         """(<A_i, X>) over the touching constraints, for a symmetric X."""
@@ -124,15 +144,12 @@ class InteriorPointPhase:
         self.target = TARGET_SHARE * tol
         xp = self.xp
         problem = problem.expanded()  # the method works on dense blocks anyway
-        self.blocks = [_Block(problem, k, backend) for k in range(problem.num_blocks)]
+        self.blocks = [_Block(problem, members, backend) for members in interior_point_groups(problem.block_sizes)]
         self.b = xp.asarray(problem.b)
         self.c_lp = xp.asarray(problem.c_lp)
-        self.A_lp = backend.csr(problem.A_lp)
-        self.A_lp_t = backend.csr(sp.csr_array(problem.A_lp).T)
-        # the Schur complement's LP part A_lp diag(x/s) A_lp' is one GEMM on a dense copy where that is small; as
-        # three sparse products it cost 1 ms per iteration on tiny CVXPY models (a third of the method's time)
-        self.A_lp_dense = (xp.asarray(problem.A_lp.toarray()) if 0 < problem.m * problem.n_lp <= DENSE_LP_ENTRIES
-                           else None)
+        self.A_lp = _operator(problem.A_lp, backend, DENSE_LP_ENTRIES)
+        self.A_lp_t = _operator(sp.csr_array(problem.A_lp).T, backend, DENSE_LP_ENTRIES)
+        self.A_lp_dense = self.A_lp if problem.n_lp and isinstance(self.A_lp, xp.ndarray) else None
         self.m = problem.m
         self.best = None  # (worst error estimate, X blocks, x, y)
         self.best_iteration = 0
@@ -286,7 +303,10 @@ class InteriorPointPhase:
     def _solve(self, L, h):
         xp = self.xp
         solve = _triangular_solver(self.backend)
-        return solve(L.T, solve(L, h, lower=True), lower=False) if L.size else xp.zeros(0)
+        # L is finite (``_factorise``) and so is h (``_direction``): SciPy's finiteness checks would cost more than the
+        # solves on small problems
+        return (solve(L.T, solve(L, h, lower=True, check_finite=False), lower=False, check_finite=False) if L.size
+                else xp.zeros(0))
 
     def _direction(self, L, targets, t_lp, rp, Rd, rd_lp, Z, ratio):
         """The HKM direction: dX = sym(T - X dS S^-1), dS = R_d - A*(dy), with M dy = r_p - A(T - X R_d S^-1);
@@ -323,7 +343,8 @@ class InteriorPointPhase:
             return
         layout, st, home = self.layout, self.state, self.home
         _, X, x, y = self.best
-        factors = [self.backend.to_host(_psd_factor(Xk, self.xp)) for Xk in X]
+        factors = [self.backend.to_host(_psd_factor(Xk, self.xp))
+                   for block, X_group in zip(self.blocks, X) for Xk in block.member_matrices(X_group)]
         ranks = [max(1, F.shape[1]) for F in factors]
         R = np.zeros((layout.n_rows, max(ranks + [1])))
         for offset, F in zip(layout.offsets, factors):
@@ -332,6 +353,14 @@ class InteriorPointPhase:
         st.R, st.ranks = home.asarray(R), ranks
         st.lam = home.asarray(self.backend.to_host(y)) * (self.row_scale * st.c_scale)
         st.Avals = None
+
+
+def _operator(matrix, backend, dense_entries: int):
+    """A constraint operator as a dense array of the backend up to ``dense_entries`` entries, else as its CSR
+    matrix."""
+    if matrix.shape[0] * matrix.shape[1] <= dense_entries:
+        return backend.xp.asarray(matrix.toarray())
+    return backend.csr(matrix)
 
 
 def _sym(M):

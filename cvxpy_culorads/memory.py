@@ -6,6 +6,8 @@ changing the constants here. On the CPU ``backend.free_memory()`` is None and ev
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 __all__ = ["DENSE_LIMIT", "fitting_rank", "estimate_device_bytes", "widening_fits", "affordable_lanczos_steps",
@@ -112,6 +114,10 @@ def deflation_fits(backend, n: int, q: int) -> bool:
 INTERIOR_POINT_MAX_CONSTRAINTS = 5000  # the dense m x m Schur complement and its Cholesky factor
 INTERIOR_POINT_MAX_BLOCK_ORDER = 1500  # dense inverse, Cholesky and eigenvalue problems of this order per iteration
 INTERIOR_POINT_MAX_ROUTE_ENTRIES = 3 * 10 ** 7  # float64 entries of one block's Schur complement work arrays
+# Consecutive blocks that the method holds as one block-diagonal matrix, up to this order: an iteration makes about a
+# dozen small LAPACK and NumPy calls per block (inverses, Cholesky factors, step-length eigenvalues), each costing
+# microseconds of dispatch for a few hundred flops, while the merged matrix's cubic cost is still negligible
+INTERIOR_POINT_GROUP_ORDER = 32
 
 
 def route_entries(positions: int, constraints: int, n: int) -> tuple[bool, int]:
@@ -127,19 +133,40 @@ def interior_point_work_bytes(problem) -> int | None:
     if problem.m > INTERIOR_POINT_MAX_CONSTRAINTS or too_large:
         return None
     routes = interior_point_routes(problem)
-    if any(route > INTERIOR_POINT_MAX_ROUTE_ENTRIES for route in routes):
+    if any(route > INTERIOR_POINT_MAX_ROUTE_ENTRIES for _, route in routes):
         return None
     entries = 3 * problem.m ** 2 + 4 * problem.n_lp
-    entries += sum(5 * route + 20 * n * n for n, route in zip(problem.block_sizes, routes))
+    entries += sum(5 * route + 20 * n * n for n, route in routes)
     return 8 * entries
 
 
-def interior_point_routes(problem) -> list[int]:
-    """Per PSD block, the entries of the interior-point method's Schur-complement work arrays (its smaller route);
-    the method sees low-rank terms expanded (only small problems reach it)."""
+def interior_point_groups(sizes) -> list[list[int]]:
+    """The PSD blocks (indices, consecutive) that the interior-point method holds together as one block-diagonal
+    matrix: groups of total order up to ``INTERIOR_POINT_GROUP_ORDER``, a larger block alone."""
+    groups, order = [], math.inf
+    for k, n in enumerate(sizes):
+        if order + n > INTERIOR_POINT_GROUP_ORDER:
+            groups.append([])
+            order = 0
+        groups[-1].append(k)
+        order += n
+    return groups
+
+
+def interior_point_routes(problem) -> list[tuple[int, int]]:
+    """Per group of blocks (:func:`interior_point_groups`), its order and the entries of the interior-point method's
+    Schur-complement work arrays (its smaller route); the method sees low-rank terms expanded (only small problems
+    reach it)."""
     problem = problem.expanded()
-    return [route_entries(np.unique(coeff.row * n + coeff.col).size, np.unique(coeff.con).size, n)[1]
-            for n, coeff in zip(problem.block_sizes, problem.A_coords)]
+    out = []
+    for members in interior_point_groups(problem.block_sizes):
+        coefficients = [problem.A_coords[k] for k in members]
+        positions = sum(np.unique(c.row * n + c.col).size
+                        for c, n in zip(coefficients, (problem.block_sizes[k] for k in members)))
+        constraints = np.unique(np.concatenate([c.con for c in coefficients])).size
+        n = sum(problem.block_sizes[k] for k in members)
+        out.append((n, route_entries(positions, constraints, n)[1]))
+    return out
 
 
 def interior_point_fits(problem) -> bool:

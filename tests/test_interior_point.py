@@ -4,12 +4,19 @@ import math
 
 import numpy as np
 import pytest
+import scipy.linalg
 
 from cvxpy_culorads import SDPProblem, Status, read_sdpa, solve
 from cvxpy_culorads.backend import Backend, select_backend
 from cvxpy_culorads.driver import INTERIOR_POINT_MEMORY_MESSAGE
 from cvxpy_culorads.interior_point import DEVICE_MIN_ORDER, _Block
-from cvxpy_culorads.memory import INTERIOR_POINT_MAX_CONSTRAINTS, interior_point_fits, interior_point_work_bytes
+from cvxpy_culorads.memory import (
+    INTERIOR_POINT_GROUP_ORDER,
+    INTERIOR_POINT_MAX_CONSTRAINTS,
+    interior_point_fits,
+    interior_point_groups,
+    interior_point_work_bytes,
+)
 
 from support import (
     DEVICES,
@@ -38,12 +45,30 @@ def test_schur_complement_is_the_trace_formula(by_positions, device):
     rng = np.random.default_rng(0)
     _, A = dense_blocks(problem)
     for k, n in enumerate(problem.block_sizes):
-        block = _Block(problem, k, backend, by_positions=by_positions)
+        block = _Block(problem, [k], backend, by_positions=by_positions)
         X, Z = _random_pd(n, rng), _random_pd(n, rng)
         got = backend.to_host(block.schur(backend.asarray(X), backend.asarray(Z)))
         rows = [A[i][k] for i in block.constraints]
         expected = np.array([[np.trace(Ai @ X @ Aj @ Z) for Aj in rows] for Ai in rows])
         np.testing.assert_allclose(got, expected, rtol=1e-10, atol=1e-10)
+    # all blocks merged into one block-diagonal matrix (what _groups does with small blocks)
+    group = _Block(problem, range(problem.num_blocks), backend, by_positions=by_positions)
+    n = sum(problem.block_sizes)
+    X, Z = _random_pd(n, rng), _random_pd(n, rng)
+    got = backend.to_host(group.schur(backend.asarray(X), backend.asarray(Z)))
+    rows = [scipy.linalg.block_diag(*A[i]) for i in group.constraints]
+    expected = np.array([[np.trace(Ai @ X @ Aj @ Z) for Aj in rows] for Ai in rows])
+    np.testing.assert_allclose(got, expected, rtol=1e-10, atol=1e-10)
+    blocks = group.member_matrices(X)
+    assert [B.shape[0] for B in blocks] == list(problem.block_sizes)
+    np.testing.assert_array_equal(backend.to_host(blocks[-1]), X[-problem.block_sizes[-1]:, -problem.block_sizes[-1]:])
+
+
+def test_small_blocks_are_grouped_up_to_the_group_order():
+    order = INTERIOR_POINT_GROUP_ORDER
+    assert interior_point_groups([2, 2, 2, order - 6, 1, order + 5, 3]) == [[0, 1, 2, 3], [4], [5], [6]]
+    assert interior_point_groups([order] * 2) == [[0], [1]]
+    assert interior_point_groups([]) == []
 
 
 @pytest.mark.parametrize("device", DEVICES)
