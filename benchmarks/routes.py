@@ -64,8 +64,8 @@ def _cvxpy_columns(problem) -> dict:
     Clarabel's own solver time (CVXPY's ``solve_time``) and value."""
     ours, _, _ = _through_cvxpy(problem, "CULORADS")
     seconds, cvx, status = _through_cvxpy(problem, "CLARABEL")
-    row = dict(culorads_cvxpy_s=round(ours, 4), clarabel_s=round(seconds, 4), cvxpy_ratio=round(ours / seconds, 2),
-               clarabel_status=status)
+    row = dict(culorads_cvxpy_s=round(ours, 4), clarabel_s=round(seconds, 4),
+               cvxpy_ratio=float(f"{ours / seconds:.2g}"), clarabel_status=status)
     if cvx is not None:
         row.update(clarabel_solver_s=round(cvx.solver_stats.solve_time, 4), clarabel_value=-cvx.value)  # SDPA's max
     return row
@@ -87,7 +87,7 @@ def _row(name: str, device: str, time_limit: float) -> dict:
         if route == "auto":
             row["auto_first"] = "ipm" if result.route.startswith("interior") else "low-rank"
             row["value"] = -result.primal_objective  # SDPA's maximisation
-        low_rank_steps = result.iterations["alm"] + result.iterations["admm"]
+        low_rank_steps = result.iterations["alm"] + result.iterations["admm"] + result.iterations["riemannian"]
         row[f"{route}_steps"] = f"{low_rank_steps}+{result.iterations['interior_point']}"
     if max(problem.block_sizes) <= PEER_MAX_N["clarabel"]:  # beyond it Clarabel's dense scaling exhausts memory
         row.update(_cvxpy_columns(problem))
