@@ -278,8 +278,10 @@ __global__ void norm_kernel(const double* __restrict__ w, long long n, double* p
 
 // L-BFGS two-loop recursion in the basis (G, s_0, y_0, s_1, y_1, ...) of K = 1 + 2 pairs vectors (oldest pair first):
 // one pass builds their Gram matrix, the last block runs the recursion on coefficients (the same arithmetic as
-// on the vectors, in exact arithmetic) and writes coef[K] (D = sum coef_j v_j) and products = (<G,G>, <D,G>)
-template<int K>
+// on the vectors, in exact arithmetic) and writes coef[K] (D = sum coef_j v_j) and products = (<G,G>, <D,G>).
+// Without RECURSE it writes the Gram matrix's upper triangle, row by row, to coef[K (K + 1) / 2] instead (a shard's
+// part of it, which the shards sum before the recursion).
+template<int K, bool RECURSE>
 __global__ void lbfgs_gram_kernel(const double* v0, const double* v1, const double* v2, const double* v3,
                                   const double* v4, const double* v5, const double* v6, const double* v7,
                                   const double* v8, long long L, double* partial, unsigned* ticket,
@@ -305,6 +307,10 @@ __global__ void lbfgs_gram_kernel(const double* v0, const double* v1, const doub
     }
     __shared__ double gram[P];
     if (!grid_sum<P>(acc, partial, ticket, gram) || threadIdx.x != 0) return;
+    if (!RECURSE) {
+        for (int q = 0; q < P; ++q) coef[q] = gram[q];
+        return;
+    }
     double g[K][K], c[K], inv[NP + 1], gam[NP + 1], alpha[NP + 1];
     int p = 0;
     for (int a = 0; a < K; ++a)
@@ -687,23 +693,44 @@ def _vector_args(vectors):
     return tuple(vectors) + (vectors[0],) * (LBFGS_MAX_VECTORS - len(vectors))
 
 
+def _checked_lbfgs_vectors(vectors):
+    if len(vectors) > LBFGS_MAX_VECTORS:
+        raise ValueError(f"the GPU L-BFGS keeps at most {(LBFGS_MAX_VECTORS - 1) // 2} pairs, "
+                         f"got {(len(vectors) - 1) // 2}")
+    if any(not v.flags.c_contiguous or v.shape != vectors[0].shape for v in vectors):
+        raise ValueError("L-BFGS vectors must be C-contiguous arrays of one shape")
+    return len(vectors), vectors[0].size
+
+
+def _lbfgs_gram_pass(vectors, recurse: bool, coef, products):
+    K, L = _checked_lbfgs_vectors(vectors)
+    blocks = _reduce_grid(L)
+    partial = cupy.empty(blocks * K * (K + 1) // 2)
+    _kernel(f"lbfgs_gram_kernel<{K}, {'true' if recurse else 'false'}>")(
+        (blocks,), (REDUCE_THREADS,), _vector_args(vectors) + (np.int64(L), partial, _ticket(), coef, products))
+
+
+def lbfgs_combine(vectors, coef):
+    """sum_j coef[j] vectors[j] (``coef`` a device vector) in one pass."""
+    K, L = _checked_lbfgs_vectors(vectors)
+    out = cupy.empty_like(vectors[0])
+    _kernel(f"lbfgs_combine_kernel<{K}>")((_reduce_grid(L),), (REDUCE_THREADS,), _vector_args(vectors) + (
+        np.int64(L), coef, out))
+    return out
+
+
 def lbfgs_direction(G, pairs, products):
     """:meth:`GpuKernels.lbfgs_direction`: one Gram pass with the recursion in its epilogue, one combination."""
     vectors = [G] + [v for pair in pairs for v in pair]
-    if len(vectors) > LBFGS_MAX_VECTORS:
-        raise ValueError(f"the GPU L-BFGS keeps at most {(LBFGS_MAX_VECTORS - 1) // 2} pairs, got {len(pairs)}")
-    if any(not v.flags.c_contiguous or v.shape != G.shape for v in vectors):
-        raise ValueError("L-BFGS vectors must be C-contiguous arrays of one shape")
-    K, L = len(vectors), G.size
-    blocks = _reduce_grid(L)
-    partial = cupy.empty(blocks * K * (K + 1) // 2)
-    coef = cupy.empty(K)
-    _kernel(f"lbfgs_gram_kernel<{K}>")((blocks,), (REDUCE_THREADS,), _vector_args(vectors) + (
-        np.int64(L), partial, _ticket(), coef, products))
-    D = cupy.empty_like(G)
-    _kernel(f"lbfgs_combine_kernel<{K}>")((_reduce_grid(L),), (REDUCE_THREADS,), _vector_args(vectors) + (
-        np.int64(L), coef, D))
-    return D
+    coef = cupy.empty(len(vectors))
+    _lbfgs_gram_pass(vectors, True, coef, products)
+    return lbfgs_combine(vectors, coef)
+
+
+def lbfgs_gram(vectors, out):
+    """:meth:`GpuKernels.lbfgs_gram`: the upper triangle of the vectors' Gram matrix, row by row, in one pass."""
+    _lbfgs_gram_pass(vectors, False, out, out)
+    return out
 
 
 def line_search_products(AW, Avals, b, lam, rho, R, D, CD, out):
@@ -872,6 +899,16 @@ class GpuKernels(RowSpace):
     def lbfgs_direction(G, pairs, products):
         """D = -H G by the two-loop recursion; writes (<G, G>, <D, G>) to ``products`` (at most 4 pairs)."""
         return lbfgs_direction(G, pairs, products)
+
+    @staticmethod
+    def lbfgs_gram(vectors, out):
+        """The upper triangle of the Gram matrix of ``vectors`` (at most 9), row by row, in ``out``."""
+        return lbfgs_gram(vectors, out)
+
+    @staticmethod
+    def lbfgs_combine(vectors, coefficients):
+        """sum_j coefficients[j] vectors[j] (at most 9 vectors; ``coefficients`` a device vector)."""
+        return lbfgs_combine(vectors, coefficients)
 
     @staticmethod
     def line_search_products(AW, Avals, b, lam, rho, R, D, CD, out):

@@ -57,6 +57,8 @@ class Kernels(Protocol):
     def csr_matmul(self, matrix, V, out=None, alpha=1.0, addend=None, beta=0.0): ...
     def lbfgs_pair(self, s, y): ...
     def lbfgs_direction(self, G, pairs, products): ...
+    def lbfgs_gram(self, vectors, out): ...
+    def lbfgs_combine(self, vectors, coefficients): ...
     def line_search_products(self, AW, Avals, b, lam, rho, R, D, CD, out): ...
     def advance(self, R, D, tau, Avals, AW): ...
     def shifted_residual(self, Avals, b, lam, rho): ...
@@ -182,6 +184,21 @@ class CpuKernels(RowSpace):
         return q
 
     @staticmethod
+    def lbfgs_gram(vectors, out):
+        """The upper triangle of the Gram matrix of ``vectors`` (arrays of one shape), row by row, in ``out``."""
+        rows, cols = np.triu_indices(len(vectors))
+        out[:] = [np.vdot(vectors[a], vectors[b]) for a, b in zip(rows, cols)]
+        return out
+
+    @staticmethod
+    def lbfgs_combine(vectors, coefficients):
+        """sum_j coefficients[j] vectors[j]."""
+        out = coefficients[0] * vectors[0]
+        for c, v in zip(coefficients[1:], vectors[1:]):
+            out += c * v
+        return out
+
+    @staticmethod
     def line_search_products(AW, Avals, b, lam, rho, R, D, CD, out):
         """The scalars of the exact line search in ``out`` (9 entries): with res = Avals - b,
         q0 = lam / rho - res, q1 = 2 AW[:, 0], q2 = AW[:, 1]: q0.q1, q0.q2, q1.q1, q1.q2, q2.q2, res.res,
@@ -302,6 +319,31 @@ def kernels_for(backend) -> Kernels:
         from .gpu_kernels import GpuKernels
         return GpuKernels()
     return CpuKernels()
+
+
+def lbfgs_coefficients(gram: np.ndarray) -> tuple[np.ndarray, float, float]:
+    """The L-BFGS two-loop recursion on coefficients, from the Gram matrix of the basis (G, s_0, y_0, s_1, y_1, ...),
+    oldest pair first: (c, <G, G>, <D, G>) with D = -H G = sum_j c_j v_j. The same arithmetic as on the vectors (in
+    exact arithmetic) and as the GPU kernel's epilogue; a pair with too little curvature (s'y <= 1e-12 ||s|| ||y||)
+    gets weight zero."""
+    pairs = (gram.shape[0] - 1) // 2
+    s_index, y_index = 1 + 2 * np.arange(pairs), 2 + 2 * np.arange(pairs)
+    sy, yy, ss = gram[s_index, y_index], gram[y_index, y_index], gram[s_index, s_index]
+    ok = sy > 1e-12 * np.sqrt(ss * yy)
+    inverse = np.where(ok, 1.0 / np.where(ok, sy, 1.0), 0.0)
+    gamma = np.where(ok, sy / np.where(ok, yy, 1.0), 1.0)
+    c = np.zeros(gram.shape[0])
+    c[0] = 1.0
+    alphas = np.zeros(pairs)
+    for i in reversed(range(pairs)):
+        alphas[i] = inverse[i] * (gram[s_index[i]] @ c)
+        c[y_index[i]] -= alphas[i]
+    if pairs:
+        c *= gamma[-1]
+    for i in range(pairs):
+        c[s_index[i]] += alphas[i] - inverse[i] * (gram[y_index[i]] @ c)
+    c = -c
+    return c, float(gram[0, 0]), float(gram[0] @ c)
 
 
 def check_capabilities(kernels: Kernels, settings, device: str) -> None:

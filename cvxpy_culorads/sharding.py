@@ -31,7 +31,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .backend import Backend, gpu_available, select_backend
-from .kernels import CpuKernels, kernels_for
+from .kernels import CpuKernels, kernels_for, lbfgs_coefficients
 from .state import initial_rows, widen_factor
 
 __all__ = ["SHARDED_PROBLEMS_MESSAGE", "Shards", "ShardedRows", "ShardedMatrix", "ShardedKernels", "ShardedBackend",
@@ -316,16 +316,16 @@ class HaloExchange:
 class ShardedKernels:
     """The part of the kernel contract (``kernels.Kernels``) that the Riemannian phase, L-BFGS, the eigensolver and the
     stationary multipliers use, over :class:`ShardedRows`: row-wise kernels run shard by shard with each shard's own
-    kernel set, reductions sum the shards' parts, sparse products exchange the halo first. The L-BFGS two-loop
-    recursion and Lanczos' Gram-Schmidt passes are written here with one reduction per inner product (the fused
-    single-device versions keep everything on one device). The ALM and ADMM phases' fused kernels are not here: those
-    phases are not sharded yet."""
+    kernel set, reductions sum the shards' parts, sparse products exchange the halo first. L-BFGS sums the shards'
+    parts of one Gram matrix per step; Lanczos' Gram-Schmidt passes are written here with one reduction per pass (the
+    fused single-device versions keep everything on one device). The ALM and ADMM phases' fused kernels are not here:
+    those phases are not sharded yet."""
 
-    max_lbfgs_memory = None
     lanczos_cycle = staticmethod(CpuKernels.lanczos_cycle)  # a plain loop: no recording across devices
 
     def __init__(self, shards: Shards):
         self.shards = shards
+        self.max_lbfgs_memory = shards.kernels[0].max_lbfgs_memory  # the shards' Gram and combination passes
 
     # ------------------------------------------------------------------ row space
     def inner(self, x, y) -> float:
@@ -396,27 +396,25 @@ class ShardedKernels:
 
     # ------------------------------------------------------------------ L-BFGS
     def lbfgs_pair(self, s, y):
-        sy, yy, ss = self.inner(s, y), self.inner(y, y), self.inner(s, s)
-        ok = sy > 1e-12 * math.sqrt(ss * yy)
-        return s, y, 1.0 / sy if ok else 0.0, sy / yy if ok else 1.0
+        """The record of one pair: the pair itself (its weights come out of the next direction's Gram matrix)."""
+        return s, y
 
     def lbfgs_direction(self, G, pairs, products):
-        q = G.copy()
-        alphas = []
-        for s, y, inv_sy, _ in reversed(pairs):
-            alpha = inv_sy * self.inner(s, q)
-            self.scale_add(q, 1.0, y, -alpha)
-            alphas.append(alpha)
-        if pairs:
-            self._scale(q, pairs[-1][3])
-        for (s, y, inv_sy, _), alpha in zip(pairs, reversed(alphas)):
-            self.scale_add(q, 1.0, s, alpha - inv_sy * self.inner(y, q))
-        self._scale(q, -1.0)
-        products[0], products[1] = self.inner(G, G), self.inner(q, G)
-        return q
-
-    def _scale(self, x, a: float) -> None:
-        self.shards.each(lambda s, p: p.__imul__(a), x)
+        """The recursion on coefficients (:func:`kernels.lbfgs_coefficients`): each shard's part of the Gram matrix
+        of (G, s_0, y_0, ...) in one pass, one all-reduce of those few sums (the step's only synchronisation here),
+        the recursion on the host, and each shard's combination in one pass."""
+        shards = self.shards
+        vectors = [G] + [v for pair in pairs for v in pair]
+        count = len(vectors)
+        upper = self._reduced(shards.each(
+            lambda s, *parts: shards.kernels[s].lbfgs_gram(parts, shards.backend.xp.empty(count * (count + 1) // 2)),
+            *vectors))
+        gram = np.empty((count, count))
+        rows, cols = np.triu_indices(count)
+        gram[rows, cols] = gram[cols, rows] = upper
+        coefficients, products[0], products[1] = lbfgs_coefficients(gram)
+        return shards.map(lambda s, *parts: shards.kernels[s].lbfgs_combine(
+            parts, shards.backend.xp.asarray(coefficients)), *vectors)
 
     # ------------------------------------------------------------------ Lanczos
     def lanczos_extend(self, basis, j, w, projection, complement):

@@ -276,6 +276,19 @@ def test_lbfgs_direction(npairs, shape):
     assert _rel(got_products, products) <= RTOL
 
 
+@pytest.mark.parametrize("count", [1, 5, 9])
+def test_lbfgs_gram_and_combination(count):
+    # a shard's parts of the sharded L-BFGS (sharding.ShardedKernels.lbfgs_direction)
+    rng = np.random.default_rng(count)
+    vectors = [rng.standard_normal((3001, 13)) for _ in range(count)]
+    coefficients = rng.standard_normal(count)
+    ref = CpuKernels.lbfgs_gram(vectors, np.empty(count * (count + 1) // 2))
+    got = GpuKernels.lbfgs_gram([cp.asarray(v) for v in vectors], _poison(count * (count + 1) // 2))
+    assert _rel(got, ref) <= RTOL
+    got = GpuKernels.lbfgs_combine([cp.asarray(v) for v in vectors], cp.asarray(coefficients))
+    assert _rel(got, CpuKernels.lbfgs_combine(vectors, coefficients)) <= RTOL
+
+
 @pytest.mark.parametrize("m, n, r", [(5, 3, 1), (1000, 7000, 10), (100000, 10, 3)])
 def test_line_search_products(m, n, r):
     rng = np.random.default_rng(m)

@@ -8,6 +8,7 @@ import scipy.sparse as sp
 from cvxpy_culorads import SDPProblem, Settings, Status, driver, solve
 from cvxpy_culorads.backend import gpu_available, select_backend
 from cvxpy_culorads.certificates import smallest_eigenpairs
+from cvxpy_culorads.kernels import CpuKernels, lbfgs_coefficients
 from cvxpy_culorads.layout import BlockLayout, CompressedOperator
 from cvxpy_culorads.models import maxcut_problem
 from cvxpy_culorads.sharding import ShardedSpheresOperator, balanced_bounds, simulated_backend
@@ -99,6 +100,26 @@ def test_sharded_operator_matches_one_device(k, device):
     direction = rng.standard_normal(1100)
     wide = backend.to_host(sharded.widen(parts, [5], [7], [sharded.split(direction)]))
     assert np.array_equal(wide, host(single.widen(V, [5], [7], [xp.asarray(direction)])))
+
+
+@pytest.mark.parametrize("pairs", [0, 1, 3])
+def test_lbfgs_recursion_on_the_gram_matrix_is_the_recursion_on_vectors(pairs):
+    # what the sharded L-BFGS computes from the shards' summed Gram parts, against the two-loop recursion on vectors
+    rng = np.random.default_rng(pairs)
+    G = rng.standard_normal((40, 3))
+    history = [(rng.standard_normal(G.shape), rng.standard_normal(G.shape)) for _ in range(pairs)]
+    if pairs == 3:
+        history[1] = (history[1][0], -history[1][0])  # negative curvature: the pair gets weight zero
+    products = np.empty(2)
+    expected = CpuKernels.lbfgs_direction(G, [CpuKernels.lbfgs_pair(s, y) for s, y in history], products)
+    vectors = [G] + [v for pair in history for v in pair]
+    upper = CpuKernels.lbfgs_gram(vectors, np.empty(len(vectors) * (len(vectors) + 1) // 2))
+    gram = np.zeros((len(vectors), len(vectors)))
+    gram[np.triu_indices(len(vectors))] = upper
+    gram = gram + np.triu(gram, 1).T
+    coefficients, gg, dg = lbfgs_coefficients(gram)
+    np.testing.assert_allclose(CpuKernels.lbfgs_combine(vectors, coefficients), expected, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose([gg, dg], products, rtol=1e-12)
 
 
 @pytest.mark.parametrize("k", [2, 3])
