@@ -1,11 +1,14 @@
 """The Riemannian phase: which problems take it, and its answers against Clarabel and an independent certificate."""
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from cvxpy_culorads import LowRank, SDPProblem, Status, solve
+from cvxpy_culorads import LowRank, SDPProblem, Status, driver, solve
 from cvxpy_culorads.backend import select_backend
 from cvxpy_culorads.bounds import FixedDiagonals
+from cvxpy_culorads.kernels import CpuKernels
 from cvxpy_culorads.layout import BlockLayout, CompressedOperator
 from cvxpy_culorads.riemannian import Spheres
 
@@ -102,6 +105,46 @@ def test_a_rank_one_start_escapes_through_the_zero_gradient():
     result = solve(problem, device="cpu", rank=1, route="low_rank", riemannian=True)
     assert result.status is Status.OPTIMAL and result.ranks[0] > 1
     assert result.primal_objective == pytest.approx(clarabel_value(problem), rel=2e-5)
+
+
+def test_a_factor_using_all_its_columns_counts_as_held_back_by_its_rank():
+    rng = np.random.default_rng(0)
+    n = 50
+    layout = SimpleNamespace(offsets=[0], sizes=[n])
+    full = rng.standard_normal((n, 5))
+    deficient = np.hstack([rng.standard_normal((n, 3)), 1e-4 * rng.standard_normal((n, 2))])  # 1e-8 of the energy
+
+    def in_use(R, rank, rank_max):
+        run = SimpleNamespace(state=SimpleNamespace(R=R, ranks=[rank]), max_ranks=[rank_max],
+                              op=SimpleNamespace(layout=layout, kernels=CpuKernels()))
+        return driver._columns_in_use(run)
+
+    assert in_use(full, 5, 10)
+    assert not in_use(deficient, 5, 10)
+    assert in_use(deficient, 3, 10)  # the columns beyond the rank do not count
+    assert not in_use(full, 5, 5)  # at its largest rank a block cannot grow
+
+
+def test_a_narrow_start_escapes_from_a_fresh_start_and_is_certified(monkeypatch):
+    # too few columns for the optimum: each run ends with every column in use, and the wider factor starts afresh
+    problem, L = random_maxcut(120, 0.1, seed=11)
+    restarts = []
+    escape = driver._escape
+
+    def recorded(run, directions, restart_seed=None):
+        restarts.append(restart_seed)
+        return escape(run, directions, restart_seed)
+
+    monkeypatch.setattr(driver, "_escape", recorded)
+    result = solve(problem, device="cpu", rank=2, route="low_rank", riemannian=True)
+    assert result.status is Status.OPTIMAL and result.ranks[0] > 2
+    assert restarts and all(seed is not None for seed in restarts)
+    # a feasible point whose value the bound from the returned multipliers alone (dense eigvalsh) brackets: the
+    # optimum lies between them (Clarabel is slow at this order)
+    assert primal_residual(problem, result) <= 1e-12
+    y = result.dual
+    bound = y.sum() + 120 * min(0.0, np.linalg.eigvalsh(-L / 4 - np.diag(y))[0])
+    assert (result.primal_objective - bound) / (1 + abs(result.primal_objective) + abs(bound)) <= 1e-5
 
 
 def test_an_objective_with_a_low_rank_term_stays_on_the_spheres():
