@@ -74,10 +74,6 @@ RIEMANNIAN_FIRST_TARGET, RIEMANNIAN_TARGET_FACTOR = 10.0, 0.2
 # tighter (G67 on the H100, 37 columns: the first point missed by 7 %, and with a 0.2x run the solve took 1137 steps,
 # with 0.5x 760)
 RIEMANNIAN_CLOSE, RIEMANNIAN_CLOSE_FACTOR = 2.0, 0.5
-# A block's factor uses all its columns when the smallest eigenvalue of R_k'R_k is at least this share of the largest.
-# At a rank the optimum does not need, the factor of an accurate point is rank-deficient (sparse random MaxCut,
-# n = 3e4, 42 columns: 4e-5 at the first measurement; at 20 and 30 columns, too few: 0.45 and 0.11)
-COLUMNS_IN_USE_SHARE = 1e-2
 MEMORY_BOUND_MESSAGE = "rank increase skipped: the wider factor would not fit in device memory"
 OUT_OF_MEMORY_MESSAGE = "stopped: the device ran out of memory; the best point measured before is returned"
 INTERIOR_POINT_MEMORY_MESSAGE = "interior-point method skipped: its dense work arrays would not fit in device memory"
@@ -546,11 +542,14 @@ def _riemannian_phases(run: _Run) -> None:
     """Runs of the Riemannian phase (``riemannian.py``), measured after each, until the criteria hold; each run's
     gradient target is ``RIEMANNIAN_TARGET_FACTOR`` times the last one's. When a tighter run did not halve the slack's
     negative eigenvalues, the point is a low-rank saddle: the rank grows along the slack's eigenvector (as after
-    polishing in :func:`_low_rank_phases`). So is a point short of the criteria whose factor uses all its columns
-    (:func:`_columns_in_use`): it needs more columns, not more steps at this rank. An escape here starts the wider
-    factor afresh (see :func:`_escape`). Ends when a run finds no descent and no escape is possible.
+    polishing in :func:`_low_rank_phases`), except that the wider factor starts afresh (see :func:`_escape`). Ends
+    when a run finds no descent and no escape is possible.
 
-    Measured on MaxCut (sparse random graph, n = 2e4, CPU), and not kept: escaping as soon as the dual measure is far
+    Measured and not kept: escaping as soon as the factor uses all its columns (smallest eigenvalue of R'R at least
+    1e-2 of the largest; on sparse random graphs too narrow a factor has 0.1-0.45, an adequate one 1e-5 or less, but
+    on delaunay 2^20 and rgg 2^22 the certified optimum at 56 and 61 columns has 0.5-0.7, and the rule sent them to
+    126 and 138 columns and 2-2.5x the time, H100). On MaxCut (sparse random graph, n = 2e4, CPU): escaping as soon
+    as the dual measure is far
     above the gradient measure (right after an escape that ratio is large at every point: the rank grew to 153 where
     30 serve, 1827 steps); predicting the next target from the ratio of the two measures (it tightens hard at a
     saddle: 2816 steps). This schedule took 1796, and 1704 with the L-BFGS pairs carried from run to run."""
@@ -568,8 +567,7 @@ def _riemannian_phases(run: _Run) -> None:
         if evaluation.worst <= settings.tol:
             return
         # no move at all: a zero gradient (rank 1 has no tangent directions), where only a wider factor can descend
-        saddle = (phase.outcome is PhaseOutcome.STALLED or phase.moves == 0 or evaluation.stalled_since(previous)
-                  or _columns_in_use(run))
+        saddle = phase.outcome is PhaseOutcome.STALLED or phase.moves == 0 or evaluation.stalled_since(previous)
         directions = _escape_directions(run, evaluation) if saddle and escapes < MAX_ESCAPES else None
         if directions is not None:
             escapes += 1
@@ -694,26 +692,13 @@ def _escape_ranks(run: _Run, directions) -> list[int]:
             for r, r_max, d in zip(run.state.ranks, run.max_ranks, directions)]
 
 
-def _columns_in_use(run: _Run) -> bool:
-    """Whether some block below its largest rank uses all its columns: the smallest eigenvalue of R_k'R_k is at least
-    ``COLUMNS_IN_USE_SHARE`` of the largest (Burer-Monteiro: a rank-deficient second-order critical point is optimal,
-    so a full-rank factor short of the criteria is held back by its rank)."""
-    st, layout = run.state, run.op.layout
-    for offset, n, rank, rank_max in zip(layout.offsets, layout.sizes, st.ranks, run.max_ranks):
-        if rank < rank_max:
-            gram = run.op.kernels.column_gram(st.R[offset:offset + n])[:rank, :rank]
-            values = np.linalg.eigvalsh(gram)
-            if values[0] >= COLUMNS_IN_USE_SHARE * values[-1] > 0.0:
-                return True
-    return False
-
-
 def _escape(run: _Run, directions, restart_seed: int | None = None) -> None:
     """Leave a low-rank saddle: grow the ranks of the blocks with escape directions, seeding the new
     columns along them (scaled to a tenth of the block's trace), then phase I starts again. With ``restart_seed``
     the wider factor is instead a fresh random start (the Riemannian phase's escapes): from the widened saddle point
     L-BFGS crawled (sparse random MaxCut, n = 3e4, CPU: 1710 steps after an escape from 30 to 45 columns, against 536
-    from a fresh start of 45 columns and 287 from one of 42 with no escape)."""
+    from a fresh start of 45 columns and 287 from one of 42 with no escape; n = 1e6, H100: certified in 5260 steps,
+    71 s, over three escapes to 189 columns, where the widened escapes had reached a time limit at 50 s)."""
     st, layout = run.state, run.op.layout
     new_ranks, seeds = _escape_ranks(run, directions), list(directions)
     if restart_seed is not None:

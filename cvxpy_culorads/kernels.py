@@ -101,11 +101,6 @@ class RowSpace:
     def empty_like(self, x):
         return self.xp.empty_like(x)
 
-    def column_gram(self, x) -> np.ndarray:
-        """x'x of an n x r row-space array, on the host (synchronises)."""
-        gram = x.T @ x
-        return gram if self.xp is np else gram.get()
-
     def random_vector(self, n: int, seed: int):
         """A standard normal vector of n entries (drawn on the host: the same on every backend)."""
         return self.xp.asarray(np.random.default_rng(seed).standard_normal(n))

@@ -340,9 +340,6 @@ class ShardedKernels:
     def empty_like(self, x):
         return self.shards.map(lambda s, p: self.shards.backend.xp.empty_like(p), x, axis=x.axis)
 
-    def column_gram(self, x) -> np.ndarray:
-        return self._reduced(self.shards.each(lambda s, p: p.T @ p, x))
-
     def random_vector(self, n: int, seed: int):
         """A standard normal vector: on the CPU the single-device one split (the simulation repeats its runs),
         on GPUs drawn on each device (no n-vector on the host)."""

@@ -1,6 +1,4 @@
 """The Riemannian phase: which problems take it, and its answers against Clarabel and an independent certificate."""
-from types import SimpleNamespace
-
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -8,7 +6,6 @@ import scipy.sparse as sp
 from cvxpy_culorads import LowRank, SDPProblem, Status, driver, solve
 from cvxpy_culorads.backend import select_backend
 from cvxpy_culorads.bounds import FixedDiagonals
-from cvxpy_culorads.kernels import CpuKernels
 from cvxpy_culorads.layout import BlockLayout, CompressedOperator
 from cvxpy_culorads.riemannian import Spheres
 
@@ -107,26 +104,8 @@ def test_a_rank_one_start_escapes_through_the_zero_gradient():
     assert result.primal_objective == pytest.approx(clarabel_value(problem), rel=2e-5)
 
 
-def test_a_factor_using_all_its_columns_counts_as_held_back_by_its_rank():
-    rng = np.random.default_rng(0)
-    n = 50
-    layout = SimpleNamespace(offsets=[0], sizes=[n])
-    full = rng.standard_normal((n, 5))
-    deficient = np.hstack([rng.standard_normal((n, 3)), 1e-4 * rng.standard_normal((n, 2))])  # 1e-8 of the energy
-
-    def in_use(R, rank, rank_max):
-        run = SimpleNamespace(state=SimpleNamespace(R=R, ranks=[rank]), max_ranks=[rank_max],
-                              op=SimpleNamespace(layout=layout, kernels=CpuKernels()))
-        return driver._columns_in_use(run)
-
-    assert in_use(full, 5, 10)
-    assert not in_use(deficient, 5, 10)
-    assert in_use(deficient, 3, 10)  # the columns beyond the rank do not count
-    assert not in_use(full, 5, 5)  # at its largest rank a block cannot grow
-
-
 def test_a_narrow_start_escapes_from_a_fresh_start_and_is_certified(monkeypatch):
-    # too few columns for the optimum: each run ends with every column in use, and the wider factor starts afresh
+    # too few columns for the optimum: the runs stall, and each wider factor starts afresh
     problem, L = random_maxcut(120, 0.1, seed=11)
     restarts = []
     escape = driver._escape
