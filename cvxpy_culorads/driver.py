@@ -549,10 +549,10 @@ def _riemannian_phases(run: _Run) -> None:
     1e-2 of the largest; on sparse random graphs too narrow a factor has 0.1-0.45, an adequate one 1e-5 or less, but
     on delaunay 2^20 and rgg 2^22 the certified optimum at 56 and 61 columns has 0.5-0.7, and the rule sent them to
     126 and 138 columns and 2-2.5x the time, H100). On MaxCut (sparse random graph, n = 2e4, CPU): escaping as soon
-    as the dual measure is far
-    above the gradient measure (right after an escape that ratio is large at every point: the rank grew to 153 where
-    30 serve, 1827 steps); predicting the next target from the ratio of the two measures (it tightens hard at a
-    saddle: 2816 steps). This schedule took 1796, and 1704 with the L-BFGS pairs carried from run to run."""
+    as the dual measure is far above the gradient measure (right after an escape that ratio is large at every point:
+    the rank grew to 153 where 30 serve, 1827 steps); predicting the next target from the ratio of the two measures
+    (it tightens hard at a saddle: 2816 steps). This schedule took 1796, and 1704 with the L-BFGS pairs carried from
+    run to run."""
     settings = run.settings
     target, escapes, previous = RIEMANNIAN_FIRST_TARGET * settings.tol, 0, None
     lbfgs = LBFGS(run.op.kernels, settings.lbfgs_memory)
