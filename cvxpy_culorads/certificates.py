@@ -24,7 +24,7 @@ import numpy as np
 
 from .kernels import kernels_for
 from .krylov import conjugate_gradient, lanczos_smallest
-from .layout import symmetric_times
+from .layout import gershgorin_radii, symmetric_times
 from .measures import ProblemNorms
 from .memory import DENSE_LIMIT, deflation_fits
 
@@ -248,12 +248,7 @@ def _gershgorin_lower(matrix, backend) -> float:
     """min_i (S_ii - sum_{j != i} |S_ij|) of a sparse symmetric matrix: a lower bound on its eigenvalues."""
     if hasattr(matrix, "gershgorin_lower"):  # a LowRankUpdate or a sharded matrix
         return matrix.gershgorin_lower()
-    xp = backend.xp
-    absolute = matrix.copy()
-    absolute.data = xp.abs(absolute.data)
-    diagonal = matrix.diagonal()
-    radii = absolute @ xp.ones(matrix.shape[0]) - xp.abs(diagonal)
-    return float(xp.min(diagonal - radii))
+    return float(backend.xp.min(matrix.diagonal() - gershgorin_radii(matrix, backend.xp)))
 
 
 def _block(matrix, layout, k: int):

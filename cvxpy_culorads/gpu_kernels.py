@@ -729,7 +729,7 @@ def lbfgs_direction(G, pairs, products):
 
 def lbfgs_gram(vectors, out):
     """:meth:`GpuKernels.lbfgs_gram`: the upper triangle of the vectors' Gram matrix, row by row, in one pass."""
-    _lbfgs_gram_pass(vectors, False, out, out)
+    _lbfgs_gram_pass(vectors, False, out, out)  # without the recursion the kernel writes no products
     return out
 
 

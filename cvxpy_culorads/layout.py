@@ -43,7 +43,8 @@ import scipy.sparse as sp
 from .kernels import kernels_for
 from .state import initial_rows, widen_factor
 
-__all__ = ["CompressedOperator", "BlockLayout", "FactoredTerms", "LowRankUpdate", "symmetric_times"]
+__all__ = ["CompressedOperator", "BlockLayout", "FactoredTerms", "LowRankUpdate", "gershgorin_radii",
+           "symmetric_times"]
 
 DENSE_FACTOR_FILL = 0.25  # a factor of low-rank terms at least this full is kept dense (BLAS products)
 
@@ -190,14 +191,20 @@ class LowRankUpdate:
         """min_i (S_ii - r_i) with r_i >= sum_{j != i} |S_ij|: the low-rank parts' entries are bounded by
         |L_ij| <= sum_l |w_l| |u_il| |u_jl| (row sums of |U| diag(|w|) |U|')."""
         xp = self.parts[0][0].backend.xp
-        absolute = self.sparse.copy()
-        absolute.data = xp.abs(absolute.data)
         ones = xp.ones(self.shape[0])
-        radius = absolute @ ones - xp.abs(self.sparse.diagonal())
+        radius = gershgorin_radii(self.sparse, xp)
         for terms, weights in self.parts:
             magnitudes, sizes = terms.absolute(), xp.abs(weights)
             radius += magnitudes @ (sizes * (magnitudes.T @ ones)) - terms.squares() @ sizes
         return float(xp.min(self.diagonal() - radius))
+
+
+def gershgorin_radii(matrix, xp):
+    """sum_{j != i} |M_ij| for every row i of a CSR matrix of either backend (row i's diagonal entry in column i; the
+    matrix may have more columns than rows, as a shard's rows with its halo columns do)."""
+    absolute = matrix.copy()
+    absolute.data = xp.abs(absolute.data)
+    return absolute @ xp.ones(matrix.shape[1]) - xp.abs(matrix.diagonal())
 
 
 def symmetric_times(kernels, matrix, V):

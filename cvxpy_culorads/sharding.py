@@ -32,6 +32,7 @@ import scipy.sparse as sp
 
 from .backend import Backend, gpu_available, select_backend
 from .kernels import CpuKernels, kernels_for, lbfgs_coefficients
+from .layout import gershgorin_radii
 from .state import initial_rows, widen_factor
 
 __all__ = ["SHARDED_PROBLEMS_MESSAGE", "Shards", "ShardedRows", "ShardedMatrix", "ShardedKernels", "ShardedBackend",
@@ -264,16 +265,8 @@ class ShardedMatrix:
         def lower(s, part):
             xp = shards.backend.xp
             diagonal = part.diagonal()  # the first n_s columns are the shard's own rows
-            radii = _absolute_row_sums(part, xp) - xp.abs(diagonal)
-            return float(xp.min(diagonal - radii)) if diagonal.size else math.inf
+            return float(xp.min(diagonal - gershgorin_radii(part, xp))) if diagonal.size else math.inf
         return min(shards.each(lower, self.parts))
-
-
-def _absolute_row_sums(matrix, xp):
-    """sum_j |M_ij| per row of a CSR matrix of either backend."""
-    absolute = matrix.copy()
-    absolute.data = xp.abs(absolute.data)
-    return absolute @ xp.ones(matrix.shape[1])
 
 
 class HaloExchange:
@@ -547,10 +540,7 @@ class ShardedSpheresOperator:
         if not (coeff.row.size == n == problem.m and np.all(coeff.row == coeff.col) and np.all(counts == 1)
                 and np.bincount(coeff.row, minlength=n).max() == 1):
             raise ValueError(SHARDED_PROBLEMS_MESSAGE)
-        cr, cc, cv = problem.C_coords[0]
-        off = cr != cc
-        C = sp.csr_array((np.concatenate([cv, cv[off]]), (np.concatenate([cr, cc[off]]),
-                                                         np.concatenate([cc, cr[off]]))), shape=(n, n))
+        C = problem.objective_matrix(0)
         self.shards = shards = backend.partition(1.0 + np.diff(C.indptr))
         self.kernels, xp = backend.kernel_set, backend.xp
         self.row_scale = float(np.median(np.abs(coeff.val))) if rescale else 1.0
