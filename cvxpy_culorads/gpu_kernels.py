@@ -13,14 +13,18 @@ passes over the row); a group does 4 consecutive rows when r >= 8, for L1 reuse.
 factors are 32-bit when n * r < 2^31 (fewer registers, more warps in flight). Each instantiation is compiled
 with NVRTC on first use and cached for the process (CuPy also caches binaries on disk). Index arrays may be
 int32 (preferred: half the index traffic) or int64; each has its own instantiation, so no index array is
-converted on the fly. Nothing here synchronises with the host: launches go to the current CuPy stream and the
-argument checks read only shapes and dtypes.
+converted on the fly. A CSR row much longer than the matrix's share per lane group is cut into pieces that run as
+rows of their own (``row_split``). Nothing here synchronises with the host, except that split's one-off planning
+on a matrix's first product: launches go to the current CuPy stream and the argument checks read only shapes and
+dtypes.
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 
 import cupy
+import cupyx.scipy.sparse
 import numpy as np
 
 from .kernels import RowSpace
@@ -124,8 +128,11 @@ __global__ void sym_sample_pair_kernel(const I* __restrict__ rows, const I* __re
 // A group does RPG consecutive rows one after the other (a block then covers 8*32/T*RPG consecutive rows, which
 // share more of their neighbours' rows in L1 when the matrix has locality). With ADD the epilogue writes
 // alpha * (A @ V) + beta * W instead (W shaped like out), which saves a pass over both when a sum is wanted.
+// Row i holds the entries starts[i] .. ends[i] - 1 (indptr[:-1] and indptr[1:] for a plain CSR matrix; other
+// bounds run the same kernel over pieces of long rows, or with those rows left empty).
 template<typename I, typename O, int T, int C, int UNR, int RPG, bool ADD>
-__global__ void csr_matmul_kernel(const I* __restrict__ indptr, const I* __restrict__ indices,
+__global__ void csr_matmul_kernel(const I* __restrict__ starts, const I* __restrict__ ends,
+                                  const I* __restrict__ indices,
                                   const double* __restrict__ data, const double* __restrict__ V,
                                   double* __restrict__ out, long long m, int r, double alpha, double beta,
                                   const double* __restrict__ W) {
@@ -138,7 +145,7 @@ __global__ void csr_matmul_kernel(const I* __restrict__ indptr, const I* __restr
     for (int rr = 0; rr < RPG; ++rr) {
     const long long row = group * RPG + rr;
     if (row >= m) return;  // uniform over the group
-    const long long start = indptr[row], end = indptr[row + 1];
+    const long long start = starts[row], end = ends[row];
     double* __restrict__ orow = out + row * (long long)r;
     const double* __restrict__ wrow = W + row * (long long)r;  // read only with ADD
     for (int base = 0; base < r; base += T * C) {
@@ -600,7 +607,7 @@ def csr_matmul(matrix, V, out=None, *, alpha=1.0, addend=None, beta=0.0, loads=N
     """:meth:`GpuKernels.csr_matmul` with its tuning knobs.
 
     ``loads``: gathers in flight per lane (UNR * C; 1..16); ``rows``: consecutive rows per lane group (1..8);
-    ``wide``: as for :func:`sym_sample`.
+    ``wide``: as for :func:`sym_sample`. Long rows are split (:func:`row_split`).
     """
     m, ncols = matrix.shape
     V = cupy.asarray(V)
@@ -628,11 +635,82 @@ def csr_matmul(matrix, V, out=None, *, alpha=1.0, addend=None, beta=0.0, loads=N
     default_loads, default_rows = _csr_defaults(t, c)
     unr = max(1, _check_knob(loads or default_loads, "loads") // c)
     rpg = _check_knob(rows or default_rows, "rows")
-    fn = _kernel(f"csr_matmul_kernel<{ctype}, {_offset_type(ncols, r, wide)}, {t}, {c}, {unr}, {rpg}, "
-                 f"{'true' if add else 'false'}>")
-    fn(_grid(-(-m // rpg), t), (_BLOCK,), (indptr, indices, data, V2, out, np.int64(m), np.int32(r),
-                                           np.float64(alpha), np.float64(beta), addend if add else out))
+    offset = _offset_type(ncols, r, wide)
+
+    def launch(starts, ends, target, combine):
+        fn = _kernel(f"csr_matmul_kernel<{ctype}, {offset}, {t}, {c}, {unr}, {rpg}, {'true' if combine else 'false'}>")
+        count = starts.size
+        fn(_grid(-(-count // rpg), t), (_BLOCK,), (starts, ends, indices, data, V2, target, np.int64(count),
+                                                   np.int32(r), np.float64(alpha), np.float64(beta),
+                                                   addend if combine else target))
+
+    split = row_split(matrix, indptr)
+    if split is None:
+        launch(indptr[:-1], indptr[1:], out, add)
+        return out
+    launch(indptr[:-1], split.light_ends, out, add)  # the split rows are empty here: 0, or beta * addend
+    pieces = cupy.empty((split.piece_starts.size, r))
+    launch(split.piece_starts, split.piece_ends, pieces, False)
+    _ADD_ROWS(csr_matmul(split.gather, pieces), split.rows, np.int32(r), np.float64(alpha if add else 1.0), out,
+              size=split.rows.size * r)
     return out
+
+
+# Long rows: one lane group walks a row alone, so a row of n entries (theta's row 0, a hub of a power-law graph)
+# takes n dependent gathers while the rest of the product is long done. A row longer than max(2 * ROW_PIECE,
+# nnz / SPLIT_SHARE) -- about four times a lane group's share of the entries on a full H100 (~8k groups of 32
+# lanes in flight) -- is cut into pieces of ROW_PIECE entries, which run as rows of their own.
+ROW_PIECE = 256
+SPLIT_SHARE = 2048
+_SPLIT_ATTRIBUTE = "_culorads_row_split"
+_ADD_ROWS = cupy.ElementwiseKernel(
+    "raw float64 partial, raw I rows, int32 r, float64 alpha", "raw float64 out",
+    "out[(long long)rows[i / r] * r + i % r] += alpha * partial[i];", "culorads_add_rows")
+
+
+@dataclasses.dataclass(frozen=True)
+class RowSplit:
+    """How :func:`csr_matmul` runs a matrix with long rows: the rows' bounds with the long ``rows`` left empty
+    (``light_ends``), the bounds of their pieces, and ``gather``, the CSR matrix of ones that sums each long row's
+    pieces (its own long rows are split in turn)."""
+
+    light_ends: object
+    piece_starts: object
+    piece_ends: object
+    rows: object
+    gather: object
+
+
+def row_split(matrix, indptr=None) -> RowSplit | None:
+    """The :class:`RowSplit` of ``matrix`` (None: no row is long), computed on the first call -- one
+    synchronisation, so never while the stream captures a graph (the product then runs unsplit) -- and kept with
+    the matrix for as long as its pattern stays (new values are fine). ``indptr``: the matrix's row pointers in the
+    index type of its products, when the caller has converted them."""
+    nnz = int(matrix.indices.size)
+    cached = getattr(matrix, _SPLIT_ATTRIBUTE, None)
+    if cached is not None and cached[0] is matrix.indptr and cached[1] == nnz:
+        return cached[2]
+    if matrix.shape[0] == 0 or nnz <= 2 * ROW_PIECE or cupy.cuda.get_current_stream().is_capturing():
+        return None
+    indptr = cupy.asarray(matrix.indptr if indptr is None else indptr)
+    long_rows = cupy.flatnonzero(cupy.diff(indptr) > max(2 * ROW_PIECE, nnz // SPLIT_SHARE)).astype(indptr.dtype)
+    split = None
+    if long_rows.size:
+        firsts, lasts = indptr[long_rows].get(), indptr[long_rows + 1].get()
+        counts = -(-(lasts - firsts) // ROW_PIECE)
+        piece_starts = np.concatenate([np.arange(a, b, ROW_PIECE) for a, b in zip(firsts, lasts)])
+        piece_ends = np.minimum(piece_starts + ROW_PIECE, np.repeat(lasts, counts))
+        light_ends = indptr[1:].copy()
+        light_ends[long_rows] = indptr[long_rows]
+        pieces = int(counts.sum())
+        gather = cupyx.scipy.sparse.csr_matrix(
+            (cupy.ones(pieces), cupy.arange(pieces, dtype=indptr.dtype),
+             cupy.asarray(np.concatenate([[0], np.cumsum(counts)]), dtype=indptr.dtype)),
+            shape=(long_rows.size, pieces))
+        split = RowSplit(light_ends, cupy.asarray(piece_starts, dtype=indptr.dtype),
+                         cupy.asarray(piece_ends, dtype=indptr.dtype), long_rows, gather)
+    setattr(matrix, _SPLIT_ATTRIBUTE, (matrix.indptr, nnz, split))
+    return split
 
 
 # ---------------------------------------------------------------- fused vector algebra of the phases
@@ -868,7 +946,8 @@ class GpuKernels(RowSpace):
 
     Factors are C-ordered float64 device arrays (converted when not); ``out`` arrays, when given, must be
     C-contiguous float64 of the right shape and must not alias an input. Calls are asynchronous on the current
-    stream and never synchronise with the host (they can be captured in a CUDA graph).
+    stream and never synchronise with the host (they can be captured in a CUDA graph), but for the first
+    :meth:`csr_matmul` with a matrix of over 2 * ``ROW_PIECE`` entries (:func:`row_split`).
     """
 
     max_lbfgs_memory = (LBFGS_MAX_VECTORS - 1) // 2
@@ -889,6 +968,12 @@ class GpuKernels(RowSpace):
         """``matrix @ V`` for a ``cupyx.scipy.sparse.csr_matrix`` and a C-ordered dense V (1-D V gives 1-D), or
         ``alpha * (matrix @ V) + beta * addend`` when an addend is given."""
         return csr_matmul(matrix, V, out, alpha=alpha, addend=addend, beta=beta)
+
+    @staticmethod
+    def prepare_products(matrix) -> None:
+        """Splits ``matrix``'s long rows now (:func:`row_split`), so that a recorded graph of its products has them
+        split too (the split is not computed while a graph is captured)."""
+        row_split(matrix)
 
     @staticmethod
     def lbfgs_pair(s, y):

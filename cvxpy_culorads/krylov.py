@@ -16,7 +16,7 @@ import numpy as np
 import scipy.linalg
 
 from .kernels import kernels_for
-from .layout import symmetric_times
+from .layout import prepare_products, symmetric_times
 from .memory import KEPT_RITZ_SHARE, affordable_lanczos_steps
 
 __all__ = ["conjugate_gradient", "lanczos_smallest"]
@@ -129,6 +129,7 @@ def lanczos_smallest(matrix, n: int, backend, accuracy: float, seed: int, guess=
         w = complement(symmetric_times(kernels, matrix, basis[j]))  # on the GPU no cuSPARSE set-up per product
         kernels.lanczos_extend(basis, j, w, projection, complement)
 
+    prepare_products(kernels, matrix)
     kept, ritz_values, recorded, cycle = 0, None, {}, 0
     while True:
         cycle += 1

@@ -44,7 +44,7 @@ from .kernels import kernels_for
 from .state import initial_rows, widen_factor
 
 __all__ = ["CompressedOperator", "BlockLayout", "FactoredTerms", "LowRankUpdate", "gershgorin_radii",
-           "symmetric_times"]
+           "prepare_products", "symmetric_times"]
 
 DENSE_FACTOR_FILL = 0.25  # a factor of low-rank terms at least this full is kept dense (BLAS products)
 
@@ -205,6 +205,11 @@ def gershgorin_radii(matrix, xp):
     absolute = matrix.copy()
     absolute.data = xp.abs(absolute.data)
     return absolute @ xp.ones(matrix.shape[1]) - xp.abs(matrix.diagonal())
+
+
+def prepare_products(kernels, matrix) -> None:
+    """``kernels.prepare_products`` for the eigensolvers' matrices (a :class:`LowRankUpdate`'s sparse part)."""
+    kernels.prepare_products(matrix.sparse if isinstance(matrix, LowRankUpdate) else matrix)
 
 
 def symmetric_times(kernels, matrix, V):

@@ -315,6 +315,7 @@ class ShardedKernels:
     those phases are not sharded yet."""
 
     lanczos_cycle = staticmethod(CpuKernels.lanczos_cycle)  # a plain loop: no recording across devices
+    prepare_products = staticmethod(CpuKernels.prepare_products)  # nothing is recorded, so the products plan lazily
 
     def __init__(self, shards: Shards):
         self.shards = shards

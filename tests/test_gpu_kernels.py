@@ -160,6 +160,42 @@ def test_tuning_knobs(r):
         gk.sym_sample(g[0], g[1], g[2], None, entries=3)
 
 
+@pytest.mark.parametrize("r", [1, 5, 40])
+def test_long_rows_are_split_into_pieces_and_summed_back(r):
+    """A row of 2e5 entries (782 pieces, whose sum is itself split) and one of 600 among short rows: the split
+    product equals SciPy's, with and without an addend, for new values on the same pattern, and unsplit inside a
+    CUDA graph capture (no synchronisation allowed there)."""
+    rng = np.random.default_rng(70 + r)
+    n = 200_000
+    A = scipy.sparse.random(50, n, density=2e-4, random_state=rng, format="lil")
+    A[1, :] = rng.standard_normal(n)
+    A[7, :600] = rng.standard_normal(600)
+    A = A.tocsr()
+    V, W = rng.standard_normal((n, r)), rng.standard_normal((50, r))
+    G, Vd = cupyx.scipy.sparse.csr_matrix(A), cp.asarray(V)
+    split = gk.row_split(G)
+    assert cp.asnumpy(split.rows).tolist() == [1, 7]
+    assert split.piece_starts.size == -(-n // gk.ROW_PIECE) + 3
+    assert gk.row_split(split.gather) is not None  # the 782 pieces' sum is split in turn
+    assert _rel(GpuKernels.csr_matmul(G, Vd, out=_poison((50, r))), A @ V) <= RTOL
+    got = GpuKernels.csr_matmul(G, Vd, out=_poison((50, r)), alpha=-0.5, addend=cp.asarray(W), beta=3.0)
+    assert _rel(got, -0.5 * (A @ V) + 3.0 * W) <= RTOL
+    assert _rel(GpuKernels.csr_matmul(G, Vd[:, 0]), A @ V[:, 0]) <= RTOL
+    A.data = rng.standard_normal(A.nnz)
+    G.data = cp.asarray(A.data)
+    assert gk.row_split(G) is split
+    assert _rel(GpuKernels.csr_matmul(G, Vd), A @ V) <= RTOL
+
+    fresh, out = cupyx.scipy.sparse.csr_matrix(A), cp.empty((50, r))
+    recording = gk.Recording.of(lambda: GpuKernels.csr_matmul(fresh, Vd, out=out))
+    assert recording is not None and getattr(fresh, gk._SPLIT_ATTRIBUTE, None) is None
+    out.fill(cp.nan)
+    recording.launch()
+    assert _rel(out, A @ V) <= RTOL
+    GpuKernels.prepare_products(fresh)
+    assert getattr(fresh, gk._SPLIT_ATTRIBUTE)[2] is not None
+
+
 def test_csr_matmul_vector_and_noncontiguous():
     rng = np.random.default_rng(3)
     A = scipy.sparse.random(400, 400, density=0.03, random_state=rng, format="csr")
