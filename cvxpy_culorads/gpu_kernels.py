@@ -192,6 +192,16 @@ __global__ void csr_matmul_kernel(const I* __restrict__ starts, const I* __restr
     }
 }
 
+// out[rows[i], k] += alpha * partial[i, k] for the i-th split row (rows distinct): the sums of its pieces
+template<typename I>
+__global__ void add_rows_kernel(const double* __restrict__ partial, const I* __restrict__ rows, long long count,
+                                int r, double alpha, double* __restrict__ out) {
+    const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= count) return;
+    const long long h = i / r;
+    out[(long long)rows[h] * r + (i - h * r)] += alpha * partial[i];
+}
+
 // ---------------------------------------------------------------- fused reductions of the phases' vector algebra
 // Deterministic grid-wide sums: each block reduces its threads' P partial sums in a fixed order, the last block to
 // finish (an atomic ticket) adds the per-block sums in block order and runs the kernel's epilogue; it also resets
@@ -628,31 +638,32 @@ def csr_matmul(matrix, V, out=None, *, alpha=1.0, addend=None, beta=0.0, loads=N
         else:
             out.fill(0.0)
         return out
-    indptr, indices, ctype = _index_pair(matrix.indptr, matrix.indices)
+    pattern = _pattern(matrix)
     data = cupy.ascontiguousarray(matrix.data, dtype=np.float64)
     t = lanes_for_rank(r)
     c = _chunks_for_rank(r) if t == 32 else 1
     default_loads, default_rows = _csr_defaults(t, c)
     unr = max(1, _check_knob(loads or default_loads, "loads") // c)
     rpg = _check_knob(rows or default_rows, "rows")
-    offset = _offset_type(ncols, r, wide)
+    name = f"csr_matmul_kernel<{pattern.ctype}, {_offset_type(ncols, r, wide)}, {t}, {c}, {unr}, {rpg}, "
 
     def launch(starts, ends, target, combine):
-        fn = _kernel(f"csr_matmul_kernel<{ctype}, {offset}, {t}, {c}, {unr}, {rpg}, {'true' if combine else 'false'}>")
         count = starts.size
-        fn(_grid(-(-count // rpg), t), (_BLOCK,), (starts, ends, indices, data, V2, target, np.int64(count),
+        _kernel(name + ("true>" if combine else "false>"))(
+            _grid(-(-count // rpg), t), (_BLOCK,), (starts, ends, pattern.indices, data, V2, target, np.int64(count),
                                                    np.int32(r), np.float64(alpha), np.float64(beta),
                                                    addend if combine else target))
 
-    split = row_split(matrix, indptr)
-    if split is None:
-        launch(indptr[:-1], indptr[1:], out, add)
-        return out
-    launch(indptr[:-1], split.light_ends, out, add)  # the split rows are empty here: 0, or beta * addend
-    pieces = cupy.empty((split.piece_starts.size, r))
-    launch(split.piece_starts, split.piece_ends, pieces, False)
-    _ADD_ROWS(csr_matmul(split.gather, pieces), split.rows, np.int32(r), np.float64(alpha if add else 1.0), out,
-              size=split.rows.size * r)
+    launch(pattern.starts, pattern.ends, out, add)  # split rows are empty here: 0, or beta * addend
+    split = pattern.split
+    if split is not None:
+        pieces = cupy.empty((split.piece_starts.size, r))
+        launch(split.piece_starts, split.piece_ends, pieces, False)
+        partial = csr_matmul(split.gather, pieces)
+        count = split.rows.size * r
+        _kernel(f"add_rows_kernel<{pattern.ctype}>")(
+            (-(-count // _BLOCK),), (_BLOCK,), (partial, split.rows, np.int64(count), np.int32(r),
+                                                np.float64(alpha if add else 1.0), out))
     return out
 
 
@@ -662,55 +673,75 @@ def csr_matmul(matrix, V, out=None, *, alpha=1.0, addend=None, beta=0.0, loads=N
 # lanes in flight) -- is cut into pieces of ROW_PIECE entries, which run as rows of their own.
 ROW_PIECE = 256
 SPLIT_SHARE = 2048
-_SPLIT_ATTRIBUTE = "_culorads_row_split"
-_ADD_ROWS = cupy.ElementwiseKernel(
-    "raw float64 partial, raw I rows, int32 r, float64 alpha", "raw float64 out",
-    "out[(long long)rows[i / r] * r + i % r] += alpha * partial[i];", "culorads_add_rows")
+_PATTERN_ATTRIBUTE = "_culorads_csr_pattern"
 
 
 @dataclasses.dataclass(frozen=True)
 class RowSplit:
-    """How :func:`csr_matmul` runs a matrix with long rows: the rows' bounds with the long ``rows`` left empty
-    (``light_ends``), the bounds of their pieces, and ``gather``, the CSR matrix of ones that sums each long row's
-    pieces (its own long rows are split in turn)."""
+    """How :func:`csr_matmul` runs a matrix with long rows: the bounds of the long ``rows``' pieces, and ``gather``,
+    the CSR matrix of ones that sums each long row's pieces (its own long rows are split in turn)."""
 
-    light_ends: object
     piece_starts: object
     piece_ends: object
     rows: object
     gather: object
 
 
-def row_split(matrix, indptr=None) -> RowSplit | None:
-    """The :class:`RowSplit` of ``matrix`` (None: no row is long), computed on the first call -- one
-    synchronisation, so never while the stream captures a graph (the product then runs unsplit) -- and kept with
-    the matrix for as long as its pattern stays (new values are fine). ``indptr``: the matrix's row pointers in the
-    index type of its products, when the caller has converted them."""
-    nnz = int(matrix.indices.size)
-    cached = getattr(matrix, _SPLIT_ATTRIBUTE, None)
-    if cached is not None and cached[0] is matrix.indptr and cached[1] == nnz:
-        return cached[2]
-    if matrix.shape[0] == 0 or nnz <= 2 * ROW_PIECE or cupy.cuda.get_current_stream().is_capturing():
-        return None
-    indptr = cupy.asarray(matrix.indptr if indptr is None else indptr)
+@dataclasses.dataclass(frozen=True)
+class _Pattern:
+    """What :func:`csr_matmul` keeps of a matrix's pattern between products (kept on the matrix, checked against
+    its index arrays): the column indices in the kernels' index type (``ctype``), each row's bounds (the long rows
+    left empty) and the :class:`RowSplit`, so that a product does no conversions and allocates no index arrays."""
+
+    indptr_source: object
+    indices_source: object
+    indices: object
+    ctype: str
+    starts: object
+    ends: object
+    split: RowSplit | None
+
+
+def _pattern(matrix) -> _Pattern:
+    cached = getattr(matrix, _PATTERN_ATTRIBUTE, None)
+    if cached is not None and cached.indptr_source is matrix.indptr and cached.indices_source is matrix.indices:
+        return cached
+    indptr, indices, ctype = _index_pair(matrix.indptr, matrix.indices)
+    may_split = matrix.shape[0] > 0 and indices.size > 2 * ROW_PIECE
+    capturing = may_split and cupy.cuda.get_current_stream().is_capturing()
+    split = _split_long_rows(indptr, indices.size) if may_split and not capturing else None
+    ends = indptr[1:]
+    if split is not None:
+        ends = ends.copy()
+        ends[split.rows] = indptr[split.rows]
+    pattern = _Pattern(matrix.indptr, matrix.indices, indices, ctype, indptr[:-1], ends, split)
+    if not capturing:  # planned without the split: the next product outside the capture plans it
+        setattr(matrix, _PATTERN_ATTRIBUTE, pattern)
+    return pattern
+
+
+def _split_long_rows(indptr, nnz: int) -> RowSplit | None:
+    """The pieces of the rows longer than max(2 * ROW_PIECE, nnz / SPLIT_SHARE) (one synchronisation)."""
     long_rows = cupy.flatnonzero(cupy.diff(indptr) > max(2 * ROW_PIECE, nnz // SPLIT_SHARE)).astype(indptr.dtype)
-    split = None
-    if long_rows.size:
-        firsts, lasts = indptr[long_rows].get(), indptr[long_rows + 1].get()
-        counts = -(-(lasts - firsts) // ROW_PIECE)
-        piece_starts = np.concatenate([np.arange(a, b, ROW_PIECE) for a, b in zip(firsts, lasts)])
-        piece_ends = np.minimum(piece_starts + ROW_PIECE, np.repeat(lasts, counts))
-        light_ends = indptr[1:].copy()
-        light_ends[long_rows] = indptr[long_rows]
-        pieces = int(counts.sum())
-        gather = cupyx.scipy.sparse.csr_matrix(
-            (cupy.ones(pieces), cupy.arange(pieces, dtype=indptr.dtype),
-             cupy.asarray(np.concatenate([[0], np.cumsum(counts)]), dtype=indptr.dtype)),
-            shape=(long_rows.size, pieces))
-        split = RowSplit(light_ends, cupy.asarray(piece_starts, dtype=indptr.dtype),
-                         cupy.asarray(piece_ends, dtype=indptr.dtype), long_rows, gather)
-    setattr(matrix, _SPLIT_ATTRIBUTE, (matrix.indptr, nnz, split))
-    return split
+    if not long_rows.size:
+        return None
+    firsts, lasts = indptr[long_rows].get(), indptr[long_rows + 1].get()
+    counts = -(-(lasts - firsts) // ROW_PIECE)
+    piece_starts = np.concatenate([np.arange(a, b, ROW_PIECE) for a, b in zip(firsts, lasts)])
+    piece_ends = np.minimum(piece_starts + ROW_PIECE, np.repeat(lasts, counts))
+    pieces = int(counts.sum())
+    gather = cupyx.scipy.sparse.csr_matrix(
+        (cupy.ones(pieces), cupy.arange(pieces, dtype=indptr.dtype),
+         cupy.asarray(np.concatenate([[0], np.cumsum(counts)]), dtype=indptr.dtype)), shape=(long_rows.size, pieces))
+    return RowSplit(cupy.asarray(piece_starts, dtype=indptr.dtype), cupy.asarray(piece_ends, dtype=indptr.dtype),
+                    long_rows, gather)
+
+
+def row_split(matrix) -> RowSplit | None:
+    """The :class:`RowSplit` of ``matrix`` (None: no row is long), computed on its first product -- one
+    synchronisation, so never while the stream captures a graph (the product then runs unsplit) -- and kept with
+    the matrix for as long as its pattern stays (new values are fine)."""
+    return _pattern(matrix).split
 
 
 # ---------------------------------------------------------------- fused vector algebra of the phases
@@ -973,7 +1004,7 @@ class GpuKernels(RowSpace):
     def prepare_products(matrix) -> None:
         """Splits ``matrix``'s long rows now (:func:`row_split`), so that a recorded graph of its products has them
         split too (the split is not computed while a graph is captured)."""
-        row_split(matrix)
+        _pattern(matrix)
 
     @staticmethod
     def lbfgs_pair(s, y):

@@ -188,12 +188,12 @@ def test_long_rows_are_split_into_pieces_and_summed_back(r):
 
     fresh, out = cupyx.scipy.sparse.csr_matrix(A), cp.empty((50, r))
     recording = gk.Recording.of(lambda: GpuKernels.csr_matmul(fresh, Vd, out=out))
-    assert recording is not None and getattr(fresh, gk._SPLIT_ATTRIBUTE, None) is None
+    assert recording is not None and getattr(fresh, gk._PATTERN_ATTRIBUTE, None) is None
     out.fill(cp.nan)
     recording.launch()
     assert _rel(out, A @ V) <= RTOL
     GpuKernels.prepare_products(fresh)
-    assert getattr(fresh, gk._SPLIT_ATTRIBUTE)[2] is not None
+    assert getattr(fresh, gk._PATTERN_ATTRIBUTE).split is not None
 
 
 def test_csr_matmul_vector_and_noncontiguous():
