@@ -645,20 +645,20 @@ def csr_matmul(matrix, V, out=None, *, alpha=1.0, addend=None, beta=0.0, loads=N
     default_loads, default_rows = _csr_defaults(t, c)
     unr = max(1, _check_knob(loads or default_loads, "loads") // c)
     rpg = _check_knob(rows or default_rows, "rows")
-    name = f"csr_matmul_kernel<{pattern.ctype}, {_offset_type(ncols, r, wide)}, {t}, {c}, {unr}, {rpg}, "
+    name = f"csr_matmul_kernel<{pattern.ctype}, {_offset_type(ncols, r, wide)}, {t}, {c}, {unr}, "
 
-    def launch(starts, ends, target, combine):
+    def launch(starts, ends, target, combine, per_group):
         count = starts.size
-        _kernel(name + ("true>" if combine else "false>"))(
-            _grid(-(-count // rpg), t), (_BLOCK,), (starts, ends, pattern.indices, data, V2, target, np.int64(count),
-                                                   np.int32(r), np.float64(alpha), np.float64(beta),
-                                                   addend if combine else target))
+        _kernel(f"{name}{per_group}, {'true' if combine else 'false'}>")(
+            _grid(-(-count // per_group), t), (_BLOCK,), (starts, ends, pattern.indices, data, V2, target,
+                                                         np.int64(count), np.int32(r), np.float64(alpha),
+                                                         np.float64(beta), addend if combine else target))
 
-    launch(pattern.starts, pattern.ends, out, add)  # split rows are empty here: 0, or beta * addend
+    launch(pattern.starts, pattern.ends, out, add, rpg)  # split rows are empty here: 0, or beta * addend
     split = pattern.split
     if split is not None:
         pieces = cupy.empty((split.piece_starts.size, r))
-        launch(split.piece_starts, split.piece_ends, pieces, False)
+        launch(split.piece_starts, split.piece_ends, pieces, False, 1)  # a group per piece: all run at once
         partial = csr_matmul(split.gather, pieces)
         count = split.rows.size * r
         _kernel(f"add_rows_kernel<{pattern.ctype}>")(
@@ -668,10 +668,11 @@ def csr_matmul(matrix, V, out=None, *, alpha=1.0, addend=None, beta=0.0, loads=N
 
 
 # Long rows: one lane group walks a row alone, so a row of n entries (theta's row 0, a hub of a power-law graph)
-# takes n dependent gathers while the rest of the product is long done. A row longer than max(2 * ROW_PIECE,
+# takes n dependent gathers while the rest of the product is long done. A row longer than max(SPLIT_MIN,
 # nnz / SPLIT_SHARE) -- about four times a lane group's share of the entries on a full H100 (~8k groups of 32
 # lanes in flight) -- is cut into pieces of ROW_PIECE entries, which run as rows of their own.
 ROW_PIECE = 256
+SPLIT_MIN = 2 * ROW_PIECE
 SPLIT_SHARE = 2048
 _PATTERN_ATTRIBUTE = "_culorads_csr_pattern"
 
@@ -707,7 +708,7 @@ def _pattern(matrix) -> _Pattern:
     if cached is not None and cached.indptr_source is matrix.indptr and cached.indices_source is matrix.indices:
         return cached
     indptr, indices, ctype = _index_pair(matrix.indptr, matrix.indices)
-    may_split = matrix.shape[0] > 0 and indices.size > 2 * ROW_PIECE
+    may_split = matrix.shape[0] > 0 and indices.size > SPLIT_MIN
     capturing = may_split and cupy.cuda.get_current_stream().is_capturing()
     split = _split_long_rows(indptr, indices.size) if may_split and not capturing else None
     ends = indptr[1:]
@@ -721,8 +722,8 @@ def _pattern(matrix) -> _Pattern:
 
 
 def _split_long_rows(indptr, nnz: int) -> RowSplit | None:
-    """The pieces of the rows longer than max(2 * ROW_PIECE, nnz / SPLIT_SHARE) (one synchronisation)."""
-    long_rows = cupy.flatnonzero(cupy.diff(indptr) > max(2 * ROW_PIECE, nnz // SPLIT_SHARE)).astype(indptr.dtype)
+    """The pieces of the rows longer than max(SPLIT_MIN, nnz / SPLIT_SHARE) (one synchronisation)."""
+    long_rows = cupy.flatnonzero(cupy.diff(indptr) > max(SPLIT_MIN, nnz // SPLIT_SHARE)).astype(indptr.dtype)
     if not long_rows.size:
         return None
     firsts, lasts = indptr[long_rows].get(), indptr[long_rows + 1].get()
@@ -978,7 +979,7 @@ class GpuKernels(RowSpace):
     Factors are C-ordered float64 device arrays (converted when not); ``out`` arrays, when given, must be
     C-contiguous float64 of the right shape and must not alias an input. Calls are asynchronous on the current
     stream and never synchronise with the host (they can be captured in a CUDA graph), but for the first
-    :meth:`csr_matmul` with a matrix of over 2 * ``ROW_PIECE`` entries (:func:`row_split`).
+    :meth:`csr_matmul` with a matrix of over ``SPLIT_MIN`` entries (:func:`row_split`).
     """
 
     max_lbfgs_memory = (LBFGS_MAX_VECTORS - 1) // 2
