@@ -741,7 +741,8 @@ def _split_long_rows(indptr, nnz: int) -> RowSplit | None:
 def row_split(matrix) -> RowSplit | None:
     """The :class:`RowSplit` of ``matrix`` (None: no row is long), computed on its first product -- one
     synchronisation, so never while the stream captures a graph (the product then runs unsplit) -- and kept with
-    the matrix for as long as its pattern stays (new values are fine)."""
+    the matrix for as long as its ``indptr`` and ``indices`` are the same arrays (new values are fine; index arrays
+    changed in place are not noticed)."""
     return _pattern(matrix).split
 
 

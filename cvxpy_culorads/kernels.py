@@ -161,7 +161,6 @@ class CpuKernels(RowSpace):
         """Makes ``matrix`` ready for many :meth:`csr_matmul` products before they are recorded (nothing to do on the
         CPU)."""
 
-
     # ------------------------------------------------------------------ fused vector algebra
     @staticmethod
     def lbfgs_pair(s, y):
