@@ -15,13 +15,17 @@ Time per step: the median over 5 cycles (after 2 untimed ones), the device synch
 from __future__ import annotations
 
 import argparse
-import csv
 import pathlib
 import statistics
+import sys
 import time
 
 import numpy as np
 import scipy.sparse as sp
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+
+from report import write_tables  # noqa: E402
 
 KEPT, STEPS = 20, 60  # kept Ritz vectors and basis size of a cycle, as krylov.lanczos_smallest uses them
 
@@ -79,9 +83,11 @@ def measure(n: int) -> dict:
     finally:
         gpu_kernels.REPLAY_MAX_ROWS = limit
     per_step = 1e3 / (STEPS - KEPT)
-    return {"n": n, "nnz": int(S.nnz), "cublas_ms": _cycle_seconds(lambda: steps(cublas_step), cupy) * per_step,
+    cublas_ms = _cycle_seconds(lambda: steps(cublas_step), cupy) * per_step
+    return {"n": n, "nnz": int(S.nnz), "cublas_ms": cublas_ms,
             "kernels_ms": _cycle_seconds(lambda: steps(kernel_step), cupy) * per_step,
-            "replayed_ms": replayed * per_step, "replay_used": recorded.get((KEPT, STEPS)) is not None}
+            "replayed_ms": replayed * per_step, "replay_used": recorded.get((KEPT, STEPS)) is not None,
+            "speed_up": cublas_ms / (replayed * per_step)}
 
 
 def main(argv=None) -> int:
@@ -92,17 +98,7 @@ def main(argv=None) -> int:
     import cupy
     device = cupy.cuda.runtime.getDeviceProperties(0)["name"].decode()
     rows = [measure(int(float(size))) for size in args.sizes.split(",")]
-    args.out.mkdir(parents=True, exist_ok=True)
-    with open(args.out / "lanczos_bench.csv", "w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-    header = "| n | nnz | cublas ms/step | kernels ms/step | replayed ms/step | graph | speed-up |"
-    lines = [f"Lanczos step on {device}, {time.strftime('%Y-%m-%d')}", "", header, "|---" * 7 + "|"]
-    lines += [f"| {r['n']:.0e} | {r['nnz']} | {r['cublas_ms']:.3f} | {r['kernels_ms']:.3f} | {r['replayed_ms']:.3f}"
-              f" | {'yes' if r['replay_used'] else 'no'} | {r['cublas_ms'] / r['replayed_ms']:.1f}x |" for r in rows]
-    (args.out / "lanczos_bench.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    print(write_tables(rows, args.out / "lanczos_bench", f"Lanczos step on {device}, {time.strftime('%Y-%m-%d')}"))
     return 0
 
 

@@ -9,14 +9,13 @@ Y_ii = Y_0i puts an entry in row 0 of the adjoint's pattern, so that row has n e
 degree plus two. Timed: ``op.adjoint_times(data, R, alpha=2, addend=CR, beta=2)``, the gradient's product of an
 ALM step, for a random y and a random R of each rank; ``split``: ``gpu_kernels.csr_matmul`` as shipped (rows longer
 than ``SPLIT_MIN`` entries cut into pieces); ``whole``: every row walked by one lane group (``SPLIT_MIN`` raised
-past any row). ``cupyx.profiler.benchmark``, 200 calls after 10 warm-up ones: ``host ms`` is the median host time
-of a call, ``ms`` the median from the start to the end event of a call on the stream (at least the host time when
-the launches, not the device, are the bottleneck).
+past any row). ``cupyx.profiler.benchmark``, 200 calls after 10 warm-up ones: ``*_host_ms`` is the median host
+time of a call, ``*_ms`` the median from the start to the end event of a call on the stream (at least the host time
+when the launches, not the device, are the bottleneck); ``speed_up`` is whole_ms / split_ms.
 """
 from __future__ import annotations
 
 import argparse
-import csv
 import pathlib
 import sys
 import time
@@ -25,6 +24,9 @@ import numpy as np
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from report import write_tables  # noqa: E402
 
 
 def measure(d: int, q: int, ranks: list[int]) -> list[dict]:
@@ -54,6 +56,7 @@ def measure(d: int, q: int, ranks: list[int]) -> list[dict]:
             row[f"{variant}_host_ms"] = float(np.median(result.cpu_times)) * 1e3
             row[f"{variant}_ms"] = float(np.median(result.gpu_times[0])) * 1e3
         op.S.__dict__.pop(gpu_kernels._PATTERN_ATTRIBUTE, None)
+        row["speed_up"] = row["whole_ms"] / row["split_ms"]
         rows.append(row)
     return rows
 
@@ -68,17 +71,8 @@ def main(argv=None) -> int:
     device = cupy.cuda.runtime.getDeviceProperties(0)["name"].decode()
     ranks = [int(r) for r in args.ranks.split(",")]
     rows = [row for graph in args.graphs.split(",") for row in measure(*map(int, graph.split(":")), ranks)]
-    args.out.mkdir(parents=True, exist_ok=True)
-    with open(args.out / "long_rows.csv", "w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-    header = "| graph | n | nnz | r | split ms | host ms | whole ms | host ms | speed-up |"
-    lines = [f"A*(y) R on theta's pattern, {device}, {time.strftime('%Y-%m-%d')}", "", header, "|---" * 9 + "|"]
-    lines += [f"| {r['graph']} | {r['n']} | {r['nnz']} | {r['r']} | {r['split_ms']:.3f} | {r['split_host_ms']:.3f} | "
-              f"{r['whole_ms']:.3f} | {r['whole_host_ms']:.3f} | {r['whole_ms'] / r['split_ms']:.1f}x |" for r in rows]
-    (args.out / "long_rows.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    title = f"A*(y) R on theta's pattern, {device}, {time.strftime('%Y-%m-%d')}"
+    print(write_tables(rows, args.out / "long_rows", title))
     return 0
 
 
