@@ -625,7 +625,10 @@ class _Snapshot:
             lam, measures = st.lam / st.c_scale, run.primal_measures(R)
             run.note_size(R, lam)
             evaluation = run.evaluate(lam, R, measures)
-            stationary_pays = evaluation.dual_measure > run.settings.tol and math.isfinite(evaluation.worst)
+            # the Riemannian phase's multipliers are already the least-squares ones (``riemannian.py``): refining
+            # them would only repeat the eigenvalue problem (G67, H100: 0.09 s of a 0.76 s solve)
+            stationary_pays = (run.spheres is None and evaluation.dual_measure > run.settings.tol
+                               and math.isfinite(evaluation.worst))
             if stationary_pays and time.perf_counter() < run.deadline:
                 iterations = min(STATIONARY_MAX_ITERATIONS, max(STATIONARY_MIN_ITERATIONS, run.inner_iterations))
                 refined = stationary_multipliers(run.op, R, lam, max_iter=iterations, deadline=run.measure_deadline)
