@@ -86,6 +86,26 @@ def test_weighted_diagonals_in_several_blocks_match_clarabel():
     assert primal_residual(problem, result) <= 1e-12
 
 
+@pytest.mark.parametrize("max_iter", [15, 1_000_000])
+def test_its_multipliers_are_the_least_squares_ones(max_iter):
+    # snapshots after the Riemannian phase skip the stationary-multiplier refinement because of this: the returned
+    # multipliers minimise ||(C - A*(lambda)) R||_F, here solved as one dense least-squares problem
+    problem = _weighted_diagonal_problem(3)
+    result = solve(problem, device="cpu", route="low_rank", riemannian=True, max_iter=max_iter)
+    assert result.iterations["riemannian"] > 0
+    columns, target = [], []
+    for k, R in enumerate(result.factors):
+        C = problem.objective_matrix(k)
+        coeff = problem.A_coords[k]
+        target.append((C @ R).ravel())
+        block = np.zeros((R.size, problem.m))
+        for con, row, val in zip(coeff.con, coeff.row, coeff.val):
+            block[:, con] += (sp.coo_array(([val], ([row], [row])), shape=C.shape) @ R).ravel()
+        columns.append(block)
+    least_squares = np.linalg.lstsq(np.vstack(columns), np.concatenate(target), rcond=None)[0]
+    assert np.allclose(result.dual, least_squares, rtol=1e-8, atol=1e-10 * np.abs(least_squares).max())
+
+
 def test_the_paper_phases_give_the_same_answer():  # the spheres are the default
     problem, _ = random_maxcut(80, 0.2, seed=11)
     spheres = solve(problem, device="cpu", route="low_rank")
