@@ -610,7 +610,7 @@ class _Snapshot:
     def of(cls, run: _Run) -> _Snapshot:
         """The current point, its rows projected onto the constraints that fix them (``FixedDiagonals``), with the
         stationary multipliers when they are better than the iterated ones (and then the iterations continue
-        from them)."""
+        from them); they are tried where stationarity determines them and the phase did not compute them already."""
         st, xp, kernels = run.state, run.backend.xp, run.op.kernels
         with run.timed("certificates"):
             if not (kernels.all_finite(st.R) and bool(xp.isfinite(st.lam).all())):
