@@ -76,7 +76,7 @@ RIEMANNIAN_FIRST_TARGET, RIEMANNIAN_TARGET_FACTOR = 10.0, 0.2
 RIEMANNIAN_CLOSE, RIEMANNIAN_CLOSE_FACTOR = 2.0, 0.5
 # The least squares for the stationary multipliers (``certificates.stationary_multipliers``, CG whose iteration costs
 # about two phase I steps) may take as many iterations as the phases have taken steps, within these bounds, so that it
-# never dominates a solve: on completion (n = 2e4, m = 7.7e6, H100) its 500 iterations took 1.3 s of 1.8 after 52 steps
+# never dominates a solve (500 iterations after 52 steps were 1.3 s of a 1.8 s solve, H100)
 STATIONARY_MIN_ITERATIONS, STATIONARY_MAX_ITERATIONS = 50, 500
 MEMORY_BOUND_MESSAGE = "rank increase skipped: the wider factor would not fit in device memory"
 OUT_OF_MEMORY_MESSAGE = "stopped: the device ran out of memory; the best point measured before is returned"

@@ -50,8 +50,7 @@ FACTOR_CUTOFF = 1e-13  # eigenvalues of X_k below this share of the largest are 
 
 class _Block:
     """A group of consecutive PSD blocks held as one block-diagonal matrix (``memory.interior_point_groups``), on the
-    backend: the
-    positions its constraints touch and the matrices of its Schur route."""
+    backend: the positions its constraints touch and the matrices of its Schur route."""
 
     def __init__(self, problem, members, backend, by_positions: bool | None = None):
         self.xp = xp = backend.xp

@@ -51,7 +51,7 @@ def test_schur_complement_is_the_trace_formula(by_positions, device):
         rows = [A[i][k] for i in block.constraints]
         expected = np.array([[np.trace(Ai @ X @ Aj @ Z) for Aj in rows] for Ai in rows])
         np.testing.assert_allclose(got, expected, rtol=1e-10, atol=1e-10)
-    # all blocks merged into one block-diagonal matrix (what _groups does with small blocks)
+    # all blocks merged into one block-diagonal matrix (what memory.interior_point_groups does with small blocks)
     group = _Block(problem, range(problem.num_blocks), backend, by_positions=by_positions)
     n = sum(problem.block_sizes)
     X, Z = _random_pd(n, rng), _random_pd(n, rng)
