@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from cvxpy_culorads import solve
+from cvxpy_culorads.models import maxcut_problem
 
 from support import data_file, random_mixed_problem, sdplib_optimum
 
@@ -82,3 +83,33 @@ def test_completion_sizes_name_the_truths_rank():
     assert result.status.value == "optimal"
     columns = extra(result)
     assert columns["truth_rank"] == 1 and columns["recovery"] < 0.1
+
+
+def test_trust_regions_hessian_matches_finite_differences():
+    trust = _load("trust_regions")
+    rng = np.random.default_rng(4)
+    C = trust._cost_matrix("sparse", "60")
+    R = trust._retract(rng.standard_normal((60, 5)))
+    U = trust._tangent(rng.standard_normal((60, 5)), R)
+    weights = trust._row_dots(2.0 * (C @ R), R)
+
+    def extended_gradient(Z):  # 2 C Z minus its component along each row of Z: smooth off the manifold
+        return 2.0 * (C @ Z) - trust._row_dots(2.0 * (C @ Z), Z)[:, None] * Z
+
+    t = 1e-6
+    difference = (extended_gradient(R + t * U) - extended_gradient(R - t * U)) / (2.0 * t)
+    expected = trust._tangent(difference, R)
+    assert np.allclose(trust._hessian(trust.Counted(C), R, weights, U), expected, atol=1e-6)
+
+
+def test_trust_regions_and_lbfgs_reach_the_solvers_maxcut_value():
+    trust, graphs = _load("trust_regions"), _load("graphs")
+    C = trust._cost_matrix("sparse", "300")
+    ours = solve(maxcut_problem(graphs.random_regular_like(300, 4, seed=1)), device="cpu")  # the same graph
+    assert ours.status.value == "optimal"
+    start = np.random.default_rng(0).uniform(-1.0, 1.0, (300, 12))
+    for method in (trust.lbfgs, trust.trust_regions):
+        R, CR, objective, reached = method(trust.Counted(C), start.copy(), [1e-7])
+        assert 1e-7 in reached
+        assert objective == pytest.approx(ours.primal_objective, rel=1e-5)
+        assert trust.certified_gap(C, R, CR, objective) < 1e-5
