@@ -11,7 +11,8 @@ and stop at the last target of the gradient measure ||grad||_F ||R||_F / (1 + |<
 L-BFGS is the phase's step (memory 2, Armijo backtracking from tau = 1, curvature pairs without transport);
 trust regions are Absil-Baker-Gallivan's with Steihaug's truncated CG, the inner solve stopped at
 ||r|| <= ||g|| min(||g||, 0.1) or ``--max-inner`` iterations. A line per method gives the products at each
-target reached and the certified gap of the last point (lambda_min of C - Diag(lambda) by ARPACK). NumPy/SciPy
+target reached and the certified gap of the last point (lambda_min of C - Diag(lambda): dense up to order 1e4, ARPACK
+above). NumPy/SciPy
 only: a prototype for counting, not a fast implementation.
 """
 from __future__ import annotations
