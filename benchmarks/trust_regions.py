@@ -27,7 +27,10 @@ import numpy as np
 import scipy.sparse as sp
 import scipy.sparse.linalg as sla
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from cvxpy_culorads.kernels import CpuKernels  # noqa: E402
 
 import graphs  # noqa: E402
 
@@ -50,11 +53,13 @@ def _row_dots(A, B):
 
 
 def _tangent(Z, R):
-    return Z - _row_dots(Z, R)[:, None] * R
+    """Z's tangent part at the unit rows of R (the phase's kernel), in new memory."""
+    return CpuKernels.sphere_tangent(Z, R, 1.0, 1.0, np.empty_like(Z))
 
 
-def _retract(R):
-    return R / np.linalg.norm(R, axis=1)[:, None]
+def _retract(R, D=None, tau=0.0):
+    """The rows of R + tau D scaled to unit norm (the phase's retraction), in new memory."""
+    return CpuKernels.sphere_retract(R, R if D is None else D, tau, 1.0, np.empty_like(R))
 
 
 def _measure(G, R, objective):
@@ -100,7 +105,7 @@ def lbfgs(C: Counted, R, targets, memory=2, max_steps=4000):
             slope = np.vdot(D, G)
         tau = 1.0 if pairs else FIRST_STEP * math.sqrt(R.shape[0] / np.vdot(G, G))
         for _ in range(BACKTRACKS):
-            R_new = _retract(R + tau * D)
+            R_new = _retract(R, D, tau)
             CR_new = C.times(R_new)
             new_objective = np.vdot(R_new, CR_new)
             if new_objective <= objective + ARMIJO * tau * slope:
@@ -146,7 +151,7 @@ def trust_regions(C: Counted, R, targets, max_outer=60, max_inner=1000):
             d = -r + (rr_new / rr) * d
             rr = rr_new
         model_decrease = np.vdot(G, eta) + 0.5 * np.vdot(eta, H_eta)
-        R_new = _retract(R + eta)
+        R_new = _retract(R, eta, 1.0)
         CR_new = C.times(R_new)
         new_objective = np.vdot(R_new, CR_new)
         ratio = (new_objective - objective) / model_decrease if model_decrease < 0 else -1.0
