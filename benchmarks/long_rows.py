@@ -38,7 +38,7 @@ def measure(d: int, q: int, ranks: list[int]) -> list[dict]:
     from cvxpy_culorads.layout import CompressedOperator
     from cvxpy_culorads.models import hamming_graph, theta_problem
 
-    op = CompressedOperator(theta_problem(hamming_graph(d, q)), select_backend("gpu"))
+    op = CompressedOperator(theta_problem(hamming_graph(d, q), "sparse"), select_backend("gpu"))
     n, rng = op.S.shape[0], np.random.default_rng(0)
     data = op.adjoint_data(cupy.asarray(rng.standard_normal(op.m)))
     shipped, rows = gpu_kernels.SPLIT_MIN, []

@@ -14,6 +14,16 @@ every rank by a factor (the "dynamic rank" of LoRADS). The phase is a generator 
 rows, one per L-BFGS step, so the driver owns the loop (time limits, logging); it ends at the switch to
 ADMM (the primal infeasibility reaches ``phase1_tol``, or it and the gap reach ``phase1_tol`` / 1000 or the final
 ``tol``), or when its outer-iteration budget is spent.
+
+On a problem with a constraint a tr X = b (``bounds.FixedTrace``: theta's tr X = 1) the phase keeps that constraint
+exact instead: R stays on the sphere ||R||_F^2 = b / a, the gradient and the direction are projected onto its
+tangent space (the gradient's normal part goes into the constraint's multiplier, which stationarity determines, so
+b'lambda stays a dual objective), and the line search minimises the merit along the retraction
+sqrt(u) (R + tau D), u = (b/a) / (b/a + tau^2 ||D||^2), a ratio of polynomials in tau whose stationary points are
+the roots of a quintic. Without the sphere the first subproblems (zero multipliers, a small penalty) ran off to
+points far outside it (H(10, 2): <C, X> = -4.5e5 where theta = 512) and took a fifth of all steps to come back;
+on it the ALM alone reaches ``tol``, so the phase runs until the gap and the primal infeasibility are below
+``exit_tol`` (the driver tightens it while the certificate fails) and phase II is not used.
 """
 from __future__ import annotations
 
@@ -24,7 +34,7 @@ import numpy as np
 from .memory import widening_fits
 from .state import PhaseOutcome, Progress, SolverState, widen_factor
 
-__all__ = ["ALMPhase", "quartic_minimiser"]
+__all__ = ["ALMPhase", "quartic_minimiser", "sphere_minimiser"]
 
 EASY, MEDIUM, HARD = 20, 100, 400  # L-BFGS steps per subproblem that classify its difficulty
 RANK_TRIGGER = 15  # accumulated difficulty that grows the ranks
@@ -38,6 +48,9 @@ TAU_MAX = 1e3  # longest step of the line search (the direction is scaled by L-B
 # rank 5 oscillated at one penalty for MAX_OUTER_STEPS steps, 5x slower overall; SDPLIB was unaffected.)
 EMA_WEIGHT, EMA_INTERVAL, EMA_THRESHOLD = 0.1, 5, 0.005
 LINE_SEARCH_SCALARS = 9  # entries written by kernels.line_search_products
+SPHERE_SCALARS = 28  # entries written by kernels.sphere_line_search_products
+SPHERE_DECREASE = 0.25  # on the sphere, rho grows when a subproblem cut the primal infeasibility by less than this
+PERTURBATION = 1e-2  # relative size of the random move off a critical point that the multiplier updates keep (sphere)
 
 
 def quartic_minimiser(a: float, b: float, c: float, d: float, tau_max: float = TAU_MAX) -> float:
@@ -48,6 +61,32 @@ def quartic_minimiser(a: float, b: float, c: float, d: float, tau_max: float = T
         if abs(root.imag) <= 1e-8 * max(1.0, abs(root)) and 0.0 < root.real < tau_max:
             candidates.append(float(root.real))
     values = [((a * t + b) * t + c) * t * t + d * t for t in candidates]
+    return candidates[int(np.argmin(values))]
+
+
+def sphere_minimiser(quadratic, quartic, size: float, kappa: float, tau_max: float = TAU_MAX) -> float:
+    """argmin over [0, tau_max] of phi(t) = u A(t) + u^2 B(t) with u = size / (size + kappa t^2), A and B the
+    polynomials with coefficients ``quadratic`` (3, lowest first) and ``quartic`` (5): the merit along the retraction
+    onto the sphere (module docstring). phi = N / w^2 with w = size + kappa t^2 and N = size A w + size^2 B, so its
+    stationary points are the roots of N' w - 2 N w'; the values are compared as changes from t = 0, which keeps
+    the large constant terms A(0), B(0) out of the differences."""
+    P = np.polynomial.polynomial
+    A, B = np.asarray(quadratic, float), np.asarray(quartic, float)
+    w = np.array([size, 0.0, kappa])
+    N = P.polyadd(size * P.polymul(A, w), size * size * B)
+    stationary = P.polysub(P.polymul(P.polyder(N), w), 2.0 * P.polymul(N, P.polyder(w)))
+    candidates = [0.0, tau_max]
+    if np.any(stationary):
+        for root in np.atleast_1d(P.polyroots(np.trim_zeros(stationary, "b"))):
+            if abs(root.imag) <= 1e-8 * max(1.0, abs(root)) and 0.0 < root.real < tau_max:
+                candidates.append(float(root.real))
+
+    def change(t: float) -> float:
+        shrink = -kappa * t * t / (size + kappa * t * t)  # u - 1
+        u = 1.0 + shrink
+        return (u * t * (A[1] + A[2] * t) + shrink * A[0]
+                + u * u * t * (B[1] + t * (B[2] + t * (B[3] + t * B[4]))) + shrink * (u + 1.0) * B[0])
+    values = [change(t) for t in candidates]
     return candidates[int(np.argmin(values))]
 
 
@@ -80,7 +119,8 @@ class ALMPhase:
     """Phase I on a :class:`SolverState`; iterate with ``for progress in phase.run(): ...``."""
 
     def __init__(self, op, state: SolverState, settings, norms, max_ranks, *, outer_budget: int,
-                 rho_factor: float = 2.0, grow_ranks: bool = True, switch_when_feasible: bool = True):
+                 rho_factor: float = 2.0, grow_ranks: bool = True, switch_when_feasible: bool = True,
+                 sphere=None, exit_tol: float | None = None):
         self.op, self.state, self.settings, self.norms = op, state, settings, norms
         self.backend = op.backend
         self.xp = op.backend.xp
@@ -89,6 +129,8 @@ class ALMPhase:
         self.rho_factor = rho_factor
         self.grow_ranks = grow_ranks
         self.switch_when_feasible = switch_when_feasible
+        self.sphere = sphere  # a bounds.FixedTrace kept exact, or None
+        self.exit_tol = settings.tol if exit_tol is None else exit_tol  # the sphere's exit: gap and pinf below it
         self.kernels = op.kernels
         self.lbfgs = LBFGS(self.kernels, settings.lbfgs_memory)
         self.steps = 0
@@ -97,6 +139,7 @@ class ALMPhase:
         self.G = None
         self.CR = None  # C R, kept up to date along the steps
         self.eta = math.inf
+        self.infeasibility = math.inf  # the primal infeasibility of the last step's point
 
     # ------------------------------------------------------------------ the loop
     def run(self):
@@ -109,6 +152,9 @@ class ALMPhase:
             self.lbfgs.reset()
 
     def _outer_iterations(self):
+        if self.sphere is not None:
+            yield from self._sphere_outer_iterations()
+            return
         st = self.state
         rank_flag, outers_since_rank_change = 0, 0
         self._refresh()
@@ -145,6 +191,46 @@ class ALMPhase:
             if self.outcome is not None:
                 return
 
+    def _sphere_outer_iterations(self):
+        """The classic penalty rule on the sphere: after each subproblem the multipliers move, and rho grows only
+        when the primal infeasibility fell by less than SPHERE_DECREASE. (LoRADS's rule above raises rho after every
+        easy subproblem; on the sphere the first ones are all easy, and it took theta H(3, 10) from 0.03 to 8e4 in
+        200 steps, to a feasible point with <J, X> = 0 that the ill-conditioned subproblems then crawled away from.)"""
+        rank_flag, outers_since_rank_change = 0, 0
+        self._refresh()
+        previous, seed = math.inf, self.settings.seed + 1
+        for _ in range(self.outer_budget):
+            steps = yield from self._subproblem()
+            if self.outcome is not None:
+                return
+            self._update_multipliers()
+            rank_flag = 0 if steps <= EASY else rank_flag + (2 if steps <= MEDIUM else 3 if steps < HARD else 4)
+            stalled = self.infeasibility > SPHERE_DECREASE * previous
+            if stalled and steps <= 1:
+                self._perturb(seed)
+                seed += 1
+            if stalled:
+                self.state.rho *= self.rho_factor
+                self.G = self._gradient()
+                self._update_eta()
+            previous = self.infeasibility
+            outers_since_rank_change += 1
+            new_ranks = self._grown_ranks() if self._wants_growth(rank_flag, outers_since_rank_change) else None
+            if new_ranks is not None:
+                self._grow_ranks(new_ranks)
+                rank_flag, outers_since_rank_change = 0, 0
+
+    def _perturb(self, seed: int) -> None:
+        """Move R by PERTURBATION of its norm in a random direction: a subproblem that ends where it starts while the
+        constraints stay violated sits on a critical point the multiplier updates keep critical. On a regular graph
+        theta's first subproblems converge to X = 1 1' / n, the top eigenvector of J, which stays stationary for
+        multipliers equal on all edges; the penalty then doubled forever at H(3, 10) (a saddle once they are large)."""
+        st = self.state
+        noise = self.op.initial_factor(max(st.ranks), st.ranks, seed)
+        st.R += (PERTURBATION * self.kernels.norm(st.R) / self.kernels.norm(noise)) * noise
+        self.lbfgs.reset()
+        self._refresh()
+
     def _subproblem(self):
         """L-BFGS on L(., lambda) at fixed rho; yields one Progress per step, returns the step count."""
         self.lbfgs.reset()
@@ -159,24 +245,35 @@ class ALMPhase:
     def _lbfgs_step(self) -> tuple[Progress, bool]:
         op, st = self.op, self.state
         rho, s = st.rho, st.c_scale
+        count = SPHERE_SCALARS if self.sphere is not None else LINE_SEARCH_SCALARS
         # every scalar of the step (line search, <G,G>, <D,G>, b'lambda) in one device buffer, one transfer
-        scalars = self.xp.empty(LINE_SEARCH_SCALARS + 2)
+        scalars = self.xp.empty(count + 2)
         while True:
-            D = self.lbfgs.direction(self.G, scalars[LINE_SEARCH_SCALARS:])
+            D = self.lbfgs.direction(self.G, scalars[count:])
+            if self.sphere is not None:
+                D = self._tangent(D)
             pairs = op.sample_pair(st.R, D)
             AW = op.constraints(pairs)
             CD = op.objective_times(D)
-            self.kernels.line_search_products(AW, st.Avals, op.b, st.lam, rho, st.R, D, CD,
-                                              scalars[:LINE_SEARCH_SCALARS])
-            q01, q02, q11, q12, q22, rr, c_rd, c_dd, b_lam, gg, dg = (float(v) for v in self.backend.to_host(scalars))
+            if self.sphere is not None:
+                self.kernels.sphere_line_search_products(AW, st.Avals, op.b, st.lam, st.R, D, CD, scalars[:count])
+            else:
+                self.kernels.line_search_products(AW, st.Avals, op.b, st.lam, rho, st.R, D, CD, scalars[:count])
+            values = self.backend.to_host(scalars)
+            gg, dg = float(values[count]), float(values[count + 1])
             if dg < 0 or not self.lbfgs.pairs:
                 break
             self.lbfgs.reset()  # not a descent direction: fall back to steepest descent
+        if self.sphere is not None:
+            line_search = _SphereLineSearch(values[:count], st.objective, rho, s, self.sphere.size)
+        else:
+            line_search = _LineSearch(values[:count], rho, s)
         self.eta = math.sqrt(gg) / (1.0 + s * self.norms.C_inf)
         self.steps += 1
-        progress = self._progress(op.row_scale * math.sqrt(max(rr, 0.0)), b_lam / s)
-        line_search = (q01, q02, q11, q12, q22, c_rd, c_dd, gg, dg)
-        if not (progress.finite and all(map(math.isfinite, line_search))):
+        progress = self._progress(op.row_scale * math.sqrt(max(line_search.residual_squared, 0.0)),
+                                  line_search.b_lam / s)
+        self.infeasibility = progress.primal_infeasibility
+        if not (progress.finite and math.isfinite(gg + dg) and line_search.finite):
             self.outcome = PhaseOutcome.FAILED
             return progress, True
         if self.switch_when_feasible and self._ready_for_phase_two(progress):
@@ -184,13 +281,19 @@ class ALMPhase:
             return progress, True
         if self.eta <= 0.1 / rho:
             return progress, True
-        tau = quartic_minimiser(0.5 * rho * q22, rho * q12, s * c_dd + 0.5 * rho * q11 - rho * q02,
-                                2.0 * s * c_rd - rho * q01)
+        tau = line_search.minimiser()
         if tau < 1e-16:
             return progress, True  # no progress along a descent direction: the subproblem is done
         step = self.kernels.advance(st.R, D, tau, st.Avals, AW)
         self.kernels.scale_add(self.CR, 1.0, CD, tau)  # C (R + tau D), without a product with C
-        st.objective += 2.0 * tau * c_rd + tau * tau * c_dd
+        st.objective += 2.0 * tau * line_search.c_rd + tau * tau * line_search.c_dd
+        if self.sphere is not None:  # the retraction: R + tau D scaled back onto the sphere
+            shrink = line_search.shrink(tau)
+            self.kernels.scale_add(step, 1.0, st.R, math.sqrt(shrink) - 1.0)  # the step taken, R_new - R
+            st.R *= math.sqrt(shrink)
+            self.CR *= math.sqrt(shrink)
+            st.Avals *= shrink
+            st.objective *= shrink
         G_old = self.G
         self.G = self._gradient()
         self.lbfgs.push(step, self.kernels.scale_add(G_old, -1.0, self.G, 1.0))  # y = G - G_old in G_old's memory
@@ -207,6 +310,8 @@ class ALMPhase:
         was left to check."""
         tol, final = self.settings.phase1_tol, self.settings.tol
         pinf, gap = progress.primal_infeasibility, progress.gap
+        if self.sphere is not None:  # on the sphere phase I runs to the end (module docstring)
+            return gap <= self.exit_tol and pinf <= self.exit_tol
         return (progress.primal_infeasibility_inf <= tol or (gap <= 1e-3 * tol and pinf <= 1e-3 * tol)
                 or (gap <= final and pinf <= final))
 
@@ -214,11 +319,27 @@ class ALMPhase:
         """2 (s C + A*(y)) R with y = -lambda + rho (A(X) - b), from the running C R."""
         st, op = self.state, self.op
         y = self.kernels.shifted_residual(st.Avals, op.b, st.lam, st.rho)
-        return op.slack_times(y, st.c_scale, st.R, CV=self.CR, weight=2.0)
+        G = op.slack_times(y, st.c_scale, st.R, CV=self.CR, weight=2.0)
+        if self.sphere is not None:
+            # the normal part <G, R> R / |R|^2 is -2 a delta R for the trace multiplier's change delta (A*(e_k) = a I,
+            # a |R|^2 = b_k): moving it into lambda_k leaves the tangent gradient, on the device
+            k, size = self.sphere.constraint, self.sphere.size
+            normal = self.xp.vdot(G, st.R) / size
+            G -= normal * st.R
+            st.lam[k] += normal * (size / (2.0 * op.b[k]))
+        return G
+
+    def _tangent(self, Z):
+        """Z with its component along R removed, in place (the tangent space of the sphere at R)."""
+        R = self.state.R
+        Z -= (self.xp.vdot(Z, R) / self.sphere.size) * R
+        return Z
 
     def _refresh(self) -> None:
         """Recompute A(X), C R, <C,X> and the gradient from scratch (start, rank change)."""
         st, op = self.state, self.op
+        if self.sphere is not None:  # back onto the sphere (a start, an escape's or a growth's new columns)
+            st.R *= math.sqrt(self.sphere.size) / self.kernels.norm(st.R)
         st.Avals = op.constraints(op.sample(st.R))
         self._refresh_objective()
         self.G = self._gradient()
@@ -278,3 +399,45 @@ class ALMPhase:
         st = self.state
         return Progress.measure("ALM", self.steps, residual_norm, st.objective, dual_objective, self.norms, st.rho,
                                 st.ranks)
+
+
+class _LineSearch:
+    """The quartic merit along R + tau D from ``kernels.line_search_products``' scalars."""
+
+    def __init__(self, values, rho: float, s: float):
+        q01, q02, q11, q12, q22, rr, c_rd, c_dd, b_lam = (float(v) for v in values)
+        self.residual_squared, self.b_lam, self.c_rd, self.c_dd = rr, b_lam, c_rd, c_dd
+        self.coefficients = (0.5 * rho * q22, rho * q12, s * c_dd + 0.5 * rho * q11 - rho * q02,
+                             2.0 * s * c_rd - rho * q01)
+        self.finite = all(map(math.isfinite, (q01, q02, q11, q12, q22, c_rd, c_dd)))
+
+    def minimiser(self) -> float:
+        return quartic_minimiser(*self.coefficients)
+
+
+class _SphereLineSearch:
+    """The merit along the retraction onto the trace sphere from ``kernels.sphere_line_search_products``' scalars:
+    with p(t) = a0 + t q1 + t^2 q2 = A((R + t D)(R + t D)') and u = size / (size + kappa t^2) the point's scale,
+    L = u (s <C, (R + tD)(R + tD)'> - (lambda + rho b)'p(t)) + u^2 rho/2 |p(t)|^2 + const."""
+
+    LAM, B, A0, Q1, Q2 = range(5)
+
+    def __init__(self, values, objective: float, rho: float, s: float, size: float):
+        g = np.asarray(values[:25], dtype=float).reshape(5, 5)
+        self.c_rd, self.c_dd, self.kappa = (float(v) for v in values[25:28])
+        LAM, B, A0, Q1, Q2 = self.LAM, self.B, self.A0, self.Q1, self.Q2
+        self.size = size
+        self.residual_squared = g[A0, A0] - 2.0 * g[B, A0] + g[B, B]
+        self.b_lam = g[LAM, B]
+        shifted = g[LAM] + rho * g[B]  # (lambda + rho b)' (., a0, q1, q2)
+        self.quadratic = (s * objective - shifted[A0], 2.0 * s * self.c_rd - shifted[Q1], s * self.c_dd - shifted[Q2])
+        self.quartic = 0.5 * rho * np.array([g[A0, A0], 2.0 * g[A0, Q1], g[Q1, Q1] + 2.0 * g[A0, Q2],
+                                             2.0 * g[Q1, Q2], g[Q2, Q2]])
+        self.finite = bool(np.all(np.isfinite(g))) and all(map(math.isfinite, (self.c_rd, self.c_dd, self.kappa)))
+
+    def minimiser(self) -> float:
+        return sphere_minimiser(self.quadratic, self.quartic, self.size, self.kappa)
+
+    def shrink(self, tau: float) -> float:
+        """u(tau): the squared scale that brings R + tau D back onto the sphere."""
+        return self.size / (self.size + self.kappa * tau * tau)

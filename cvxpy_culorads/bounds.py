@@ -28,6 +28,8 @@ The best (largest) of the bounds that apply is reported; none applies when a vio
 bounded by nothing, and then the answer says so rather than guessing. ``FixedDiagonals`` finds the rows whose
 squared norm the constraints fix exactly (X_jj = b_i / a_ij, the constraint's only entry, and no other
 constraint on the block): projecting the factor onto them makes those constraints hold to rounding.
+``FixedTrace`` finds a constraint a tr X = b on a problem's only block (theta's tr X = 1): its feasible factors
+have ||R||_F^2 = b / a, one sphere, on which the ALM phase can keep that constraint exact (``alm.py``).
 """
 from __future__ import annotations
 
@@ -35,7 +37,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["TraceBounds", "DualBound", "FixedDiagonals"]
+__all__ = ["TraceBounds", "DualBound", "FixedDiagonals", "FixedTrace"]
 
 
 @dataclass(frozen=True)
@@ -243,3 +245,30 @@ class FixedDiagonals:
             if rows is not None:
                 R[index] = block
         return R
+
+
+@dataclass(frozen=True)
+class FixedTrace:
+    """A constraint a tr X = b (a, b > 0: the same coefficient on every diagonal entry of the problem's only PSD
+    block and nothing else) on a problem without nonnegative variables: its feasible factors are the sphere
+    ||R||_F^2 = b / a (``size``). ``constraint`` is its index; the first such constraint is taken."""
+
+    constraint: int
+    size: float
+
+    @classmethod
+    def of(cls, problem) -> FixedTrace | None:
+        if problem.num_blocks != 1 or problem.n_lp:
+            return None
+        coeff, terms, n = problem.A_coords[0], problem.A_low_rank[0], problem.block_sizes[0]
+        on_diagonal = coeff.row == coeff.col
+        excluded = np.zeros(problem.m, dtype=bool)
+        excluded[coeff.con[~on_diagonal]] = True
+        excluded[terms.con] = True  # a low-rank term is not a multiple of I
+        counts = np.bincount(coeff.con, minlength=problem.m)
+        for i in np.flatnonzero((counts == n) & ~excluded & (problem.b > 0)):
+            entries = coeff.con == i
+            values, rows = coeff.val[entries], coeff.row[entries]
+            if values[0] > 0 and np.all(values == values[0]) and np.unique(rows).size == n:
+                return cls(int(i), float(problem.b[i] / values[0]))
+        return None
