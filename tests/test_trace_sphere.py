@@ -9,6 +9,8 @@ from cvxpy_culorads.alm import sphere_minimiser
 from cvxpy_culorads.bounds import FixedTrace
 from cvxpy_culorads.models import cycle_graph, cycle_theta, hamming_graph, hamming_theta, theta_problem
 
+from support import DEVICES
+
 
 @pytest.mark.parametrize("seed", range(6))
 def test_sphere_minimiser_against_a_dense_grid(seed):
@@ -53,12 +55,13 @@ def _independent_bound(problem, result) -> float:
     return float(problem.b @ result.dual) + float(np.linalg.eigvalsh(slack)[0])
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("d, q", [(6, 2), (3, 4), (2, 6)])
-def test_theta_on_the_sphere_is_certified_independently(d, q):
+def test_theta_on_the_sphere_is_certified_independently(device, d, q):
     """Hamming graphs are regular, so theta's first subproblems meet the critical point X = J / n (the perturbation
     in ``alm.py``); the answer must match theta = q^(d-1), with the bound recomputed from the multipliers."""
     problem = theta_problem(hamming_graph(d, q), "low_rank")
-    result = solve(problem, device="cpu", interior_point=False)
+    result = solve(problem, device=device, interior_point=False)
     assert result.status.name == "OPTIMAL", result.message
     assert result.iterations["alm"] > 0 and result.iterations["admm"] == 0  # phase I alone, on the sphere
     theta = hamming_theta(d, q)
