@@ -90,6 +90,11 @@ def sphere_minimiser(quadratic, quartic, size: float, kappa: float, tau_max: flo
     return candidates[int(np.argmin(values))]
 
 
+def _difficulty(rank_flag: int, steps: int) -> int:
+    """The accumulated difficulty after a subproblem of ``steps`` L-BFGS steps: reset by an easy one, else raised."""
+    return 0 if steps <= EASY else rank_flag + (2 if steps <= MEDIUM else 3 if steps < HARD else 4)
+
+
 class LBFGS:
     """Limited-memory BFGS direction with H0 = gamma I; everything stays on the device.
 
@@ -131,6 +136,9 @@ class ALMPhase:
         self.switch_when_feasible = switch_when_feasible
         self.sphere = sphere  # a bounds.FixedTrace kept exact, or None
         self.exit_tol = settings.tol if exit_tol is None else exit_tol  # the sphere's exit: gap and pinf below it
+        # the trace multiplier's change per unit of the gradient's normal part (``_gradient``), on the host once
+        self.normal_to_multiplier = (None if sphere is None else
+                                     sphere.size / (2.0 * float(op.backend.to_host(op.b[sphere.constraint]))))
         self.kernels = op.kernels
         self.lbfgs = LBFGS(self.kernels, settings.lbfgs_memory)
         self.steps = 0
@@ -173,10 +181,7 @@ class ALMPhase:
                 if passes % EMA_INTERVAL == 0:
                     unsettled = abs(smoothed - checkpoint) > EMA_THRESHOLD * checkpoint
                     checkpoint = smoothed
-                if steps <= EASY:
-                    rank_flag = 0
-                else:
-                    rank_flag += 2 if steps <= MEDIUM else 3 if steps < HARD else 4
+                rank_flag = _difficulty(rank_flag, steps)
                 converged = self.eta <= 0.1 / st.rho
                 rank_trigger = self._wants_growth(rank_flag, outers_since_rank_change) and \
                     self._grown_ranks() is not None
@@ -184,9 +189,7 @@ class ALMPhase:
                     break
             self._raise_penalty()
             outers_since_rank_change += 1
-            new_ranks = self._grown_ranks() if self._wants_growth(rank_flag, outers_since_rank_change) else None
-            if new_ranks is not None:
-                self._grow_ranks(new_ranks)
+            if self._grow_if_due(rank_flag, outers_since_rank_change):
                 rank_flag, outers_since_rank_change = 0, 0
             if self.outcome is not None:
                 return
@@ -204,7 +207,7 @@ class ALMPhase:
             if self.outcome is not None:
                 return
             self._update_multipliers()
-            rank_flag = 0 if steps <= EASY else rank_flag + (2 if steps <= MEDIUM else 3 if steps < HARD else 4)
+            rank_flag = _difficulty(rank_flag, steps)
             stalled = self.infeasibility > SPHERE_DECREASE * previous
             if stalled and steps <= 1:
                 self._perturb(seed)
@@ -215,9 +218,7 @@ class ALMPhase:
                 self._update_eta()
             previous = self.infeasibility
             outers_since_rank_change += 1
-            new_ranks = self._grown_ranks() if self._wants_growth(rank_flag, outers_since_rank_change) else None
-            if new_ranks is not None:
-                self._grow_ranks(new_ranks)
+            if self._grow_if_due(rank_flag, outers_since_rank_change):
                 rank_flag, outers_since_rank_change = 0, 0
 
     def _perturb(self, seed: int) -> None:
@@ -323,10 +324,9 @@ class ALMPhase:
         if self.sphere is not None:
             # the normal part <G, R> R / |R|^2 is -2 a delta R for the trace multiplier's change delta (A*(e_k) = a I,
             # a |R|^2 = b_k): moving it into lambda_k leaves the tangent gradient, on the device
-            k, size = self.sphere.constraint, self.sphere.size
-            normal = self.xp.vdot(G, st.R) / size
+            normal = self.xp.vdot(G, st.R) / self.sphere.size
             G -= normal * st.R
-            st.lam[k] += normal * (size / (2.0 * op.b[k]))
+            st.lam[self.sphere.constraint] += normal * self.normal_to_multiplier
         return G
 
     def _tangent(self, Z):
@@ -371,6 +371,13 @@ class ALMPhase:
             self._update_eta()
             if self.eta > 0.1 / st.rho or st.rho > 1e12:
                 return
+
+    def _grow_if_due(self, rank_flag: int, outers_since_rank_change: int) -> bool:
+        """Grow the ranks when the accumulated difficulty asks for it and the wider factor fits; whether they grew."""
+        new_ranks = self._grown_ranks() if self._wants_growth(rank_flag, outers_since_rank_change) else None
+        if new_ranks is not None:
+            self._grow_ranks(new_ranks)
+        return new_ranks is not None
 
     def _wants_growth(self, rank_flag: int, outers_since_rank_change: int) -> bool:
         return self.grow_ranks and rank_flag >= RANK_TRIGGER and outers_since_rank_change >= 2

@@ -260,13 +260,11 @@ class FixedTrace:
     def of(cls, problem) -> FixedTrace | None:
         if problem.num_blocks != 1 or problem.n_lp:
             return None
-        coeff, terms, n = problem.A_coords[0], problem.A_low_rank[0], problem.block_sizes[0]
-        on_diagonal = coeff.row == coeff.col
-        excluded = np.zeros(problem.m, dtype=bool)
-        excluded[coeff.con[~on_diagonal]] = True
-        excluded[terms.con] = True  # a low-rank term is not a multiple of I
+        coeff, n = problem.A_coords[0], problem.block_sizes[0]
         counts = np.bincount(coeff.con, minlength=problem.m)
-        for i in np.flatnonzero((counts == n) & ~excluded & (problem.b > 0)):
+        # diagonal entries only, none negative, no low-rank term: a multiple of I when all n are equal and positive
+        candidates = (counts == n) & _nonnegative_diagonal_constraints(problem) & (problem.b > 0)
+        for i in np.flatnonzero(candidates):
             entries = coeff.con == i
             values, rows = coeff.val[entries], coeff.row[entries]
             if values[0] > 0 and np.all(values == values[0]) and np.unique(rows).size == n:
