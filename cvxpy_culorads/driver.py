@@ -58,7 +58,7 @@ from .result import Errors, Result, Status
 from .riemannian import RiemannianPhase, Spheres
 from .scaling import DiagonalScaling
 from .settings import Settings
-from .sharding import SHARDED_PROBLEMS_MESSAGE, ShardedSpheresOperator, sharded_backend
+from .sharding import SHARDED_PROBLEMS_MESSAGE, RowOrder, ShardedSpheresOperator, sharded_backend
 from .state import RANK_FACTOR, SPHERES_RANK_FACTOR, PhaseOutcome, SolverState, block_ranks
 
 __all__ = ["solve"]
@@ -411,6 +411,16 @@ def solve(problem, settings: Settings | None = None, **options) -> Result:
     (``scaling.py``); the factors returned are the original problem's.
     """
     settings = Settings.from_options(settings, **options)
+    order = RowOrder.of(problem, settings)
+    if order is None:
+        return _solve_scaled(problem, settings)
+    result = _solve_scaled(order.apply(problem), settings)
+    return dataclasses.replace(result, factors=order.restore(result.factors),
+                               message="; ".join(filter(None, [result.message, order.describe()])))
+
+
+def _solve_scaled(problem, settings: Settings) -> Result:
+    """:func:`solve` of a problem in the order its shards take."""
     scaling = DiagonalScaling.of(problem)
     if scaling is None:
         return _solve(_Run(problem, settings))

@@ -202,9 +202,14 @@ class LowRankUpdate:
 def gershgorin_radii(matrix, xp):
     """sum_{j != i} |M_ij| for every row i of a CSR matrix of either backend (row i's diagonal entry in column i; the
     matrix may have more columns than rows, as a shard's rows with its halo columns do)."""
+    return absolute_row_sums(matrix, xp) - xp.abs(matrix.diagonal())
+
+
+def absolute_row_sums(matrix, xp):
+    """sum_j |M_ij| for every row i of a CSR matrix of either backend."""
     absolute = matrix.copy()
     absolute.data = xp.abs(absolute.data)
-    return absolute @ xp.ones(matrix.shape[1]) - xp.abs(matrix.diagonal())
+    return absolute @ xp.ones(matrix.shape[1])
 
 
 def prepare_products(kernels, matrix) -> None:

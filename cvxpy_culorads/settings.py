@@ -44,7 +44,8 @@ class _Interval:
 
 # The settings' valid values. An upper end of inf, not included, means "finite"; None is valid for the
 # settings in _OPTIONAL.
-_CHOICES = {"device": _DEVICES, "criterion": _CRITERIA, "route": _ROUTES}
+_SHARD_ORDERS = ("auto", "given", "rcm")
+_CHOICES = {"device": _DEVICES, "criterion": _CRITERIA, "route": _ROUTES, "shard_order": _SHARD_ORDERS}
 _FLAGS = ("verbose", "keep_log", "interior_point", "l2_rescaling", "riemannian")
 _REALS = {
     "tol": _Interval(0.0, 1.0),
@@ -171,6 +172,10 @@ class Settings:
       with ``device="cpu"`` the k shards are simulated in one process (the same splitting and exchanges, for tests).
       For now k > 1 takes problems on a product of spheres with ``riemannian=True`` (MaxCut, ``diag(X) == d``; a
       ValueError says so otherwise). One id selects that GPU.
+    - ``shard_order``: how a split problem's rows are numbered before contiguous shards are cut (``RowOrder`` in
+      ``sharding.py``). ``"auto"`` (default): as given while every shard's halo (the rows of other shards its rows of
+      C reference) is within 10 % of its rows, else renumbered by reverse Cuthill-McKee when that shrinks the halo;
+      ``"given"``: never renumbered; ``"rcm"``: always renumbered. The factors returned are in the given order.
     - ``route``: which method starts on a problem the interior-point method can take. ``"auto"`` (default): the
       one with the smaller estimated time (``costs.py``); the low-rank phases then hand over after
       ``interior_point_patience`` inner iterations or the interior-point method's estimated time, and the
@@ -205,6 +210,7 @@ class Settings:
     route: str = "auto"
     riemannian: bool = True
     devices: int | tuple[int, ...] | None = None
+    shard_order: str = "auto"
 
     phase1_tol: float = 1e-3
     rho_max: float = 5000.0

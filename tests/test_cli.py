@@ -101,6 +101,10 @@ def test_gpus_splits_the_problem(tmp_path, capsys):
     two = json.loads(capsys.readouterr().out)
     assert "2 shards" in two["device"] and two["status"] == one["status"] == "optimal"
     assert two["sdpa_objective"] == pytest.approx(one["sdpa_objective"], rel=1e-5)
+    assert main([str(graph), "--maxcut", "--device", "cpu", "--gpus", "2", "--shard-order", "rcm", "--json"]) == 0
+    renumbered = json.loads(capsys.readouterr().out)
+    assert "renumbered" in renumbered["message"] and renumbered["status"] == "optimal"
+    assert renumbered["sdpa_objective"] == pytest.approx(one["sdpa_objective"], rel=1e-5)
     assert main([str(graph), "--maxcut", "--gpus", "two"]) == 2
     assert "--gpus must be a count or GPU ids" in capsys.readouterr().err
 

@@ -11,7 +11,7 @@ from cvxpy_culorads.certificates import smallest_eigenpairs
 from cvxpy_culorads.kernels import CpuKernels, lbfgs_coefficients
 from cvxpy_culorads.layout import BlockLayout, CompressedOperator
 from cvxpy_culorads.models import maxcut_problem
-from cvxpy_culorads.sharding import ShardedSpheresOperator, balanced_bounds, simulated_backend
+from cvxpy_culorads.sharding import RowOrder, ShardedSpheresOperator, balanced_bounds, simulated_backend
 
 from support import DEVICES, primal_residual, random_mixed_problem
 
@@ -140,7 +140,7 @@ def test_sharded_steps_are_the_one_device_steps(k, device):
     problem = maxcut_problem(_graph(1500, 6, seed=1))
     for steps in (5, 40):  # the Riemannian phase and the measurement after it, to rounding
         one = solve(problem, device=device, max_iter=steps)
-        split = solve(problem, device=device, devices=k, max_iter=steps)
+        split = solve(problem, device=device, devices=k, max_iter=steps, shard_order="given")
         assert split.iterations == one.iterations
         assert np.abs(split.factors[0] - one.factors[0]).max() <= 1e-9
         assert split.primal_objective == pytest.approx(one.primal_objective, rel=1e-12)
@@ -152,7 +152,8 @@ def test_sharded_steps_are_the_one_device_steps(k, device):
 def test_sharded_solves_are_certified_like_one_device(k, device):
     problem = _weighted_diagonals(1500, seed=5)
     one = solve(problem, device=device)
-    split = solve(problem, device=device, devices=k, rank=1)  # rank 1 is a saddle: escapes widen the shards
+    # rank 1 is a saddle: escapes widen the shards
+    split = solve(problem, device=device, devices=k, rank=1, shard_order="given")
     assert one.status is split.status is Status.OPTIMAL, split.summary()
     assert split.ranks[0] > 1 and (f"{k} shards" in split.device or f"{k} GPUs" in split.device)
     assert split.primal_objective == pytest.approx(one.primal_objective, rel=1e-5)
@@ -163,10 +164,53 @@ def test_sharded_solves_are_certified_like_one_device(k, device):
     assert primal_residual(problem, split) <= 1e-12
 
 
+def _geometric_graph(n: int, seed: int) -> sp.csr_array:
+    """Points uniform in the unit square joined within a radius (about 8 neighbours each), numbered at random."""
+    from scipy.spatial import cKDTree
+    points = np.random.default_rng(seed).random((n, 2))
+    pairs = cKDTree(points).query_pairs(np.sqrt(8.0 / (np.pi * n)), output_type="ndarray")
+    W = sp.csr_array((np.ones(len(pairs)), (pairs[:, 0], pairs[:, 1])), shape=(n, n))
+    return (W + W.T).tocsr()
+
+
+@pytest.mark.parametrize("k", [2, 3])
+def test_renumbered_shards_return_the_given_problems_answer(k):
+    problem = maxcut_problem(_geometric_graph(3000, seed=6))
+    order = RowOrder.of(problem, Settings(devices=k))
+    assert order.halo_before > 0.5 and order.halo_after < 0.2  # numbered at random, nearly every row is a halo row
+    assert RowOrder.of(problem, Settings(devices=k, shard_order="given")) is None
+    assert RowOrder.of(problem, Settings()) is None
+    one = solve(problem, device="cpu")
+    split = solve(problem, device="cpu", devices=k)
+    assert one.status is split.status is Status.OPTIMAL, split.summary()
+    assert "renumbered" in split.message and "renumbered" not in one.message
+    assert split.primal_objective == pytest.approx(one.primal_objective, rel=1e-5)
+    # the factor is the given problem's: its rows meet the given constraints and it has the objective reported
+    assert primal_residual(problem, split) <= 1e-12
+    R = split.factors[0]
+    assert float(np.sum(R * (problem.objective_matrix(0) @ R))) == pytest.approx(split.primal_objective, rel=1e-12)
+    bound = _dense_bound(problem, split)
+    assert 0.0 <= (split.primal_objective - bound) / (1 + abs(split.primal_objective) + abs(bound)) <= 1e-5
+    # the reported bound is valid (at most the dense one) and within the tolerance of it
+    assert bound - 1e-5 * (1 + abs(bound)) <= split.dual_bound <= bound + 1e-9
+
+
+def test_a_local_numbering_is_kept():
+    W = _geometric_graph(3000, seed=7)
+    problem = maxcut_problem(W)
+    order = RowOrder.of(problem, Settings(devices=2))
+    local = RowOrder(order.order, order.halo_before, order.halo_after).apply(problem)
+    assert RowOrder.of(local, Settings(devices=2)) is None
+    forced = RowOrder.of(local, Settings(devices=2, shard_order="rcm"))
+    assert forced is not None and forced.halo_after < 0.1
+
+
 def test_devices_setting_is_checked():
     for bad in (0, -1, 1.5, True, [], (0, 0), (-1,), "2"):
         with pytest.raises(ValueError, match="devices"):
             Settings(devices=bad)
+    with pytest.raises(ValueError, match="shard_order"):
+        Settings(shard_order="metis")
     assert Settings(devices=[1, 0]).devices == (1, 0) and Settings(devices=[1, 0]).device_count == 2
     with pytest.raises(ValueError, match="riemannian"):
         Settings(devices=2, riemannian=False)
