@@ -90,6 +90,7 @@ RUNAWAY_OBJECTIVE = 1e12
 # the final measurement after a time limit may use this share of the limit, plus FINAL_MEASURE_SECONDS: the
 # promise is an overrun of at most 10 % + 1 s, and the result still has to be assembled
 FINAL_MEASURE_SHARE, FINAL_MEASURE_SECONDS = 0.1, 0.5
+RENUMBERING_LEFTOVER = 1e-3  # seconds of time limit a split solve keeps when renumbering its rows used up the rest
 INTERRUPT_MEASURE_SECONDS = 1.0  # what measuring the point costs after Ctrl-C when none was measured yet
 # the multipliers' direction is evidence of infeasibility when every feasible point would have to be this many
 # times larger than the largest the method reached
@@ -411,10 +412,17 @@ def solve(problem, settings: Settings | None = None, **options) -> Result:
     (``scaling.py``); the factors returned are the original problem's.
     """
     settings = Settings.from_options(settings, **options)
-    order = RowOrder.of(problem, settings)
-    if order is None:
+    if settings.device_count == 1:
         return _solve_scaled(problem, settings)
-    result = _solve_scaled(order.apply(problem), settings)
+    start = time.perf_counter()
+    order = RowOrder.of(problem, settings)
+    renumbered = problem if order is None else order.apply(problem)
+    spent = time.perf_counter() - start  # part of the solve: the time limit and the times reported include it
+    result = _solve_scaled(renumbered, dataclasses.replace(
+        settings, time_limit=max(settings.time_limit - spent, RENUMBERING_LEFTOVER)))
+    result = dataclasses.replace(result, solve_time=result.solve_time + spent, setup_time=result.setup_time + spent)
+    if order is None:
+        return result
     return dataclasses.replace(result, factors=order.restore(result.factors),
                                message="; ".join(filter(None, [result.message, order.describe()])))
 

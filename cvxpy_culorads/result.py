@@ -104,8 +104,9 @@ class Result:
     - ``min_eigenvalues``: lambda_min(C_k - A_k*(lambda)) per PSD block, the unnormalised dual
       infeasibility (the reported error divides by 1 + ||C||_1, which is large for dense C).
     - ``solve_time``: seconds of the whole call; ``setup_time``: the part spent building the compressed
-      operator on the device (``solve_time - setup_time`` is comparable to the cuLoRADS paper's times,
-      which start once the data is on the device).
+      operator on the device, and with several devices in renumbering the rows (``Settings.shard_order``)
+      (``solve_time - setup_time`` is comparable to the cuLoRADS paper's times, which start once the data is on
+      the device).
     - ``stage_times``: seconds spent in phase I (``alm``), phase II (``admm``), the interior-point method
       (``interior_point``) and measuring points
       (``certificates``: the errors, lambda_min, the stationary multipliers); the rest of

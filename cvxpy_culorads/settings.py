@@ -174,8 +174,9 @@ class Settings:
       ValueError says so otherwise). One id selects that GPU.
     - ``shard_order``: how a split problem's rows are numbered before contiguous shards are cut (``RowOrder`` in
       ``sharding.py``). ``"auto"`` (default): as given while every shard's halo (the rows of other shards its rows of
-      C reference) is within 10 % of its rows, else renumbered by reverse Cuthill-McKee when that shrinks the halo;
-      ``"given"``: never renumbered; ``"rcm"``: always renumbered. The factors returned are in the given order.
+      C reference) is within 10 % of its rows, else renumbered by reverse Cuthill-McKee when that at least halves the
+      halo; ``"given"``: never renumbered; ``"rcm"``: always renumbered. The factors returned are in the given order;
+      the renumbering counts towards ``time_limit`` and the reported times.
     - ``route``: which method starts on a problem the interior-point method can take. ``"auto"`` (default): the
       one with the smaller estimated time (``costs.py``); the low-rank phases then hand over after
       ``interior_point_patience`` inner iterations or the interior-point method's estimated time, and the

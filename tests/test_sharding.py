@@ -1,6 +1,8 @@
 """Several devices (``sharding.py``): the row space split into k shards, checked against one device (k = 2, 3)
 operation by operation, step by step and on whole certified solves, on the CPU simulation and, where there is a GPU,
 with the shards simulated on it (the GPU kernels on shards; NCCL only with two GPUs, the last test)."""
+import time
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -193,6 +195,20 @@ def test_renumbered_shards_return_the_given_problems_answer(k):
     assert 0.0 <= (split.primal_objective - bound) / (1 + abs(split.primal_objective) + abs(bound)) <= 1e-5
     # the reported bound is valid (at most the dense one) and within the tolerance of it
     assert bound - 1e-5 * (1 + abs(bound)) <= split.dual_bound <= bound + 1e-9
+
+
+def test_renumbering_counts_towards_the_time_limit(monkeypatch):
+    problem = maxcut_problem(_geometric_graph(3000, seed=8))
+    renumber = RowOrder.of
+
+    def slow(*args):
+        time.sleep(0.3)
+        return renumber(*args)
+    monkeypatch.setattr(RowOrder, "of", slow)
+    result = solve(problem, device="cpu", devices=2, time_limit=0.2)
+    assert result.status is Status.TIME_LIMIT
+    assert result.solve_time >= result.setup_time >= 0.3 and "renumbered" in result.message
+    assert primal_residual(problem, result) <= 1e-12  # the start, in the given numbering, on its spheres
 
 
 def test_a_local_numbering_is_kept():
