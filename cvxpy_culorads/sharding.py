@@ -97,7 +97,7 @@ class RowOrder:
         auto = settings.shard_order == "auto"
         if auto and (before <= HALO_SHARE_KEPT or _predicted_halo_share(C, k) > before / 2):
             return None
-        order = reverse_cuthill_mckee(C.tocsr(), symmetric_mode=True).astype(np.int64)
+        order = reverse_cuthill_mckee(C, symmetric_mode=True).astype(np.int64)
         after = halo_share(_renumbered(C, _inverse(order)), k)
         if auto and after > before / 2:
             return None
