@@ -69,15 +69,19 @@ def sphere_minimiser(quadratic, quartic, size: float, kappa: float, tau_max: flo
     polynomials with coefficients ``quadratic`` (3, lowest first) and ``quartic`` (5): the merit along the retraction
     onto the sphere (module docstring). phi = N / w^2 with w = size + kappa t^2 and N = size A w + size^2 B, so its
     stationary points are the roots of N' w - 2 N w'; the values are compared as changes from t = 0, which keeps
-    the large constant terms A(0), B(0) out of the differences."""
-    P = np.polynomial.polynomial
-    A, B = np.asarray(quadratic, float), np.asarray(quartic, float)
-    w = np.array([size, 0.0, kappa])
-    N = P.polyadd(size * P.polymul(A, w), size * size * B)
-    stationary = P.polysub(P.polymul(P.polyder(N), w), 2.0 * P.polymul(N, P.polyder(w)))
+    the large constant terms A(0), B(0) out of the differences. The polynomials are formed on plain floats: this
+    runs once per step on the host, where NumPy's polynomial helpers took longer than the device's step."""
+    A, B = [float(v) for v in quadratic], [float(v) for v in quartic]
+    # N = size (A0 size, A1 size, A2 size + A0 kappa, A1 kappa, A2 kappa) + size^2 B
+    N = [size * (size * (A[0] + B[0])), size * (size * (A[1] + B[1])),
+         size * (size * (A[2] + B[2]) + kappa * A[0]), size * (kappa * A[1] + size * B[3]),
+         size * (kappa * A[2] + size * B[4])]
+    # N' w - 2 N w' with w = size + kappa t^2, w' = 2 kappa t: coefficient k of t^k (that of t^5 cancels)
+    stationary = [size * N[1], 2.0 * size * N[2] - 4.0 * kappa * N[0], 3.0 * (size * N[3] - kappa * N[1]),
+                  4.0 * size * N[4] - 2.0 * kappa * N[2], -kappa * N[3]]
     candidates = [0.0, tau_max]
-    if np.any(stationary):
-        for root in np.atleast_1d(P.polyroots(np.trim_zeros(stationary, "b"))):
+    if any(stationary):
+        for root in np.roots(stationary[::-1]):  # highest power first; leading zeros are dropped
             if abs(root.imag) <= 1e-8 * max(1.0, abs(root)) and 0.0 < root.real < tau_max:
                 candidates.append(float(root.real))
 
@@ -87,7 +91,7 @@ def sphere_minimiser(quadratic, quartic, size: float, kappa: float, tau_max: flo
         return (u * t * (A[1] + A[2] * t) + shrink * A[0]
                 + u * u * t * (B[1] + t * (B[2] + t * (B[3] + t * B[4]))) + shrink * (u + 1.0) * B[0])
     values = [change(t) for t in candidates]
-    return candidates[int(np.argmin(values))]
+    return candidates[values.index(min(values))]
 
 
 def _difficulty(rank_flag: int, steps: int) -> int:
@@ -139,6 +143,7 @@ class ALMPhase:
         # the trace multiplier's change per unit of the gradient's normal part (``_gradient``), on the host once
         self.normal_to_multiplier = (None if sphere is None else
                                      sphere.size / (2.0 * float(op.backend.to_host(op.b[sphere.constraint]))))
+        self.normal = self.xp.empty(1)  # the sphere's normal component of the last projected array (device)
         self.kernels = op.kernels
         self.lbfgs = LBFGS(self.kernels, settings.lbfgs_memory)
         self.steps = 0
@@ -324,16 +329,14 @@ class ALMPhase:
         if self.sphere is not None:
             # the normal part <G, R> R / |R|^2 is -2 a delta R for the trace multiplier's change delta (A*(e_k) = a I,
             # a |R|^2 = b_k): moving it into lambda_k leaves the tangent gradient, on the device
-            normal = self.xp.vdot(G, st.R) / self.sphere.size
-            G -= normal * st.R
-            st.lam[self.sphere.constraint] += normal * self.normal_to_multiplier
+            k = self.sphere.constraint
+            self.kernels.remove_normal(G, st.R, self.sphere.size, self.normal, st.lam[k:k + 1],
+                                       self.normal_to_multiplier)
         return G
 
     def _tangent(self, Z):
         """Z with its component along R removed, in place (the tangent space of the sphere at R)."""
-        R = self.state.R
-        Z -= (self.xp.vdot(Z, R) / self.sphere.size) * R
-        return Z
+        return self.kernels.remove_normal(Z, self.state.R, self.sphere.size, self.normal)
 
     def _refresh(self) -> None:
         """Recompute A(X), C R, <C,X> and the gradient from scratch (start, rank change)."""

@@ -412,6 +412,61 @@ __global__ void line_search_kernel(const double* __restrict__ aw, const double* 
     if (grid_sum<9>(acc, partial, ticket, sums) && threadIdx.x < 9) out[threadIdx.x] = sums[threadIdx.x];
 }
 
+// the line-search scalars on the trace sphere (CpuKernels.sphere_line_search_products): the 15 distinct entries
+// of the Gram matrix of (lambda, b, a, 2 aw_0, aw_1) over the m constraints, written to both halves of the 5 x 5
+// matrix, then <R, CD>, <D, CD>, <D, D> over the L = n r factor entries
+__global__ void sphere_line_search_kernel(const double* __restrict__ aw, const double* __restrict__ a,
+                                          const double* __restrict__ b, const double* __restrict__ lam, long long m,
+                                          const double* __restrict__ R, const double* __restrict__ D,
+                                          const double* __restrict__ cd, long long L, double* partial,
+                                          unsigned* ticket, double* out) {
+    double acc[18];
+#pragma unroll
+    for (int p = 0; p < 18; ++p) acc[p] = 0.0;
+    const long long stride = (long long)gridDim.x * blockDim.x;
+    const long long start = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    for (long long i = start; i < m; i += stride) {
+        const double q[5] = {lam[i], b[i], a[i], 2.0 * aw[2 * i], aw[2 * i + 1]};
+        int p = 0;
+#pragma unroll
+        for (int j = 0; j < 5; ++j)
+#pragma unroll
+            for (int k = j; k < 5; ++k) {
+                acc[p] = fma(q[j], q[k], acc[p]);
+                ++p;
+            }
+    }
+    for (long long i = start; i < L; i += stride) {
+        const double d = D[i], c = cd[i];
+        acc[15] = fma(R[i], c, acc[15]);
+        acc[16] = fma(d, c, acc[16]);
+        acc[17] = fma(d, d, acc[17]);
+    }
+    __shared__ double sums[18];
+    if (!grid_sum<18>(acc, partial, ticket, sums) || threadIdx.x != 0) return;
+    int p = 0;
+    for (int j = 0; j < 5; ++j)
+        for (int k = j; k < 5; ++k) {
+            out[5 * j + k] = out[5 * k + j] = sums[p];
+            ++p;
+        }
+    for (int t = 0; t < 3; ++t) out[25 + t] = sums[15 + t];
+}
+
+// normal[0] = <Z, R> / size over L entries and, with ``multiplier``, multiplier[0] += weight normal[0]; the
+// subtraction of normal[0] R from Z follows in a second launch (every block needs the finished sum)
+__global__ void sphere_normal_kernel(const double* __restrict__ Z, const double* __restrict__ R, long long L,
+                                     double size, double* partial, unsigned* ticket, double* normal,
+                                     double* multiplier, double weight) {
+    __shared__ double sums[1];
+    double acc[1] = {0.0};
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < L; i += (long long)gridDim.x * blockDim.x)
+        acc[0] = fma(Z[i], R[i], acc[0]);
+    if (!grid_sum<1>(acc, partial, ticket, sums) || threadIdx.x != 0) return;
+    normal[0] = sums[0] / size;
+    if (multiplier != nullptr) multiplier[0] += weight * normal[0];
+}
+
 // Rows of the product of spheres (riemannian.py), one group of T lanes per row, lanes over the rank. A lane writes
 // only the entries it read, after the group's sum, so out may be the first input (in place).
 // out_i = scale (z_i - (z_i . x_i / squares_i) x_i): the tangent part of row z_i at the row x_i
@@ -771,6 +826,8 @@ _CG_STEP = cupy.ElementwiseKernel(
 _CG_DIRECTION = cupy.ElementwiseKernel(
     "raw float64 rr_new, raw float64 rr, float64 r", "float64 p",
     "p = __dadd_rn(__dmul_rn(p, rr[0] > 0.0 ? rr_new[0] / rr[0] : 0.0), r);", "culorads_cg_direction")
+_SUBTRACT_ALONG = cupy.ElementwiseKernel(
+    "raw float64 c, float64 r", "float64 z", "z = z - c[0] * r;", "culorads_subtract_along")
 _DIVIDE_BY = cupy.ElementwiseKernel(
     "float64 w, raw float64 norm", "float64 out", "out = w / norm[0];", "culorads_divide_by")
 
@@ -778,6 +835,7 @@ REDUCE_THREADS = 256  # the reduction kernels' block size (their warp_sums table
 REDUCE_BLOCKS_PER_SM = 2  # grid cap of the grid-stride reductions: enough loads in flight, few partial sums
 LBFGS_MAX_VECTORS = 9  # G and up to 4 (s, y) pairs: the kernels take that many pointers
 LINE_SEARCH_SCALARS = 9
+SPHERE_SCALARS, SPHERE_SUMS = 28, 18  # entries written by sphere_line_search_products, distinct sums among them
 _TICKETS: dict = {}  # device id -> the uint32 ticket of the last-block reductions (always left at zero)
 
 
@@ -856,6 +914,33 @@ def line_search_products(AW, Avals, b, lam, rho, R, D, CD, out):
     _kernel("line_search_kernel")((blocks,), (REDUCE_THREADS,), (
         AW, Avals, b, lam, np.float64(rho), np.int64(m), R, D, CD, np.int64(L), partial, _ticket(), out))
     return out
+
+
+def sphere_line_search_products(AW, Avals, b, lam, R, D, CD, out):
+    """:meth:`GpuKernels.sphere_line_search_products` as one reduction kernel."""
+    m, L = Avals.size, R.size
+    arrays = (AW, Avals, b, lam, R, D, CD, out)
+    if any(not x.flags.c_contiguous or x.dtype != np.float64 for x in arrays) or AW.shape != (m, 2) \
+            or D.size != L or CD.size != L or b.size != m or lam.size != m or out.size != SPHERE_SCALARS:
+        raise ValueError("sphere_line_search_products: inconsistent or non-contiguous float64 arguments")
+    blocks = _reduce_grid(max(m, L))
+    partial = cupy.empty(blocks * SPHERE_SUMS)
+    _kernel("sphere_line_search_kernel")((blocks,), (REDUCE_THREADS,), (
+        AW, Avals, b, lam, np.int64(m), R, D, CD, np.int64(L), partial, _ticket(), out))
+    return out
+
+
+def remove_normal(Z, R, size, normal, multiplier=None, weight=0.0):
+    """:meth:`GpuKernels.remove_normal`: one reduction (with the multiplier's update in its epilogue), one update."""
+    if any(not x.flags.c_contiguous or x.dtype != np.float64 for x in (Z, R, normal)) or Z.shape != R.shape \
+            or normal.size != 1 or (multiplier is not None and multiplier.size != 1):
+        raise ValueError("remove_normal: inconsistent or non-contiguous float64 arguments")
+    blocks = _reduce_grid(Z.size)
+    _kernel("sphere_normal_kernel")((blocks,), (REDUCE_THREADS,), (
+        Z, R, np.int64(Z.size), np.float64(size), cupy.empty(blocks), _ticket(), normal, multiplier,
+        np.float64(weight)))
+    _SUBTRACT_ALONG(normal, R, Z)
+    return Z
 
 
 ROWS_PER_TILE = 8  # rows of V per tile of the Gram-Schmidt coefficients (sums held in registers per thread)
@@ -1032,6 +1117,16 @@ class GpuKernels(RowSpace):
     def line_search_products(AW, Avals, b, lam, rho, R, D, CD, out):
         """The 9 scalars of the exact line search in ``out`` (see ``CpuKernels``)."""
         return line_search_products(AW, Avals, b, lam, rho, R, D, CD, out)
+
+    @staticmethod
+    def sphere_line_search_products(AW, Avals, b, lam, R, D, CD, out):
+        """:meth:`CpuKernels.sphere_line_search_products` (28 scalars) in one pass."""
+        return sphere_line_search_products(AW, Avals, b, lam, R, D, CD, out)
+
+    @staticmethod
+    def remove_normal(Z, R, size, normal, multiplier=None, weight=0.0):
+        """:meth:`CpuKernels.remove_normal` without a synchronisation."""
+        return remove_normal(Z, R, size, normal, multiplier, weight)
 
     @staticmethod
     def advance(R, D, tau, Avals, AW):

@@ -73,6 +73,7 @@ class Kernels(Protocol):
     def sphere_tangent(self, Z, X, squares, scale, out): ...
     def sphere_retract(self, X, D, tau, roots, out): ...
     def sphere_line_search_products(self, AW, Avals, b, lam, R, D, CD, out): ...
+    def remove_normal(self, Z, R, size, normal, multiplier=None, weight=0.0): ...
     def inner(self, x, y) -> float: ...
     def norm(self, x) -> float: ...
     def all_finite(self, x) -> bool: ...
@@ -114,19 +115,6 @@ class RowSpace:
     def combine(self, coefficients, vectors):
         """coefficients @ vectors for host ``coefficients`` (a q-vector or a p x q array) and q stored vectors."""
         return self.xp.asarray(coefficients) @ vectors
-
-    def sphere_line_search_products(self, AW, Avals, b, lam, R, D, CD, out):
-        """The scalars of the line search on the trace sphere in ``out`` (28 entries): the Gram matrix of
-        (lam, b, a0, q1, q2) row by row (a0 = Avals, q1 = 2 AW[:, 0], q2 = AW[:, 1]: A((R + t D)(R + t D)') =
-        a0 + t q1 + t^2 q2), then <R, CD>, <D, CD> and <D, D>. A few array operations of the backend: the phase that
-        uses it (ALM on theta-like problems) spends its time in the sampled products, not here."""
-        xp = self.xp
-        Q = xp.stack([lam, b, Avals, 2.0 * AW[:, 0], AW[:, 1]])
-        out[:25] = (Q @ Q.T).ravel()
-        out[25] = xp.vdot(R, CD)
-        out[26] = xp.vdot(D, CD)
-        out[27] = xp.vdot(D, D)
-        return out
 
 
 class CpuKernels(RowSpace):
@@ -229,6 +217,27 @@ class CpuKernels(RowSpace):
         out[6:8] = np.vdot(R, CD), np.vdot(D, CD)
         out[8] = b @ lam
         return out
+
+    @staticmethod
+    def sphere_line_search_products(AW, Avals, b, lam, R, D, CD, out):
+        """The scalars of the line search on the trace sphere in ``out`` (28 entries): the Gram matrix of
+        (lam, b, a0, q1, q2) row by row (a0 = Avals, q1 = 2 AW[:, 0], q2 = AW[:, 1]: A((R + t D)(R + t D)') =
+        a0 + t q1 + t^2 q2), then <R, CD>, <D, CD> and <D, D>."""
+        Q = np.stack([lam, b, Avals, 2.0 * AW[:, 0], AW[:, 1]])
+        out[:25] = (Q @ Q.T).ravel()
+        out[25:28] = np.vdot(R, CD), np.vdot(D, CD), np.vdot(D, D)
+        return out
+
+    @staticmethod
+    def remove_normal(Z, R, size, normal, multiplier=None, weight=0.0):
+        """Z -= (<Z, R> / size) R in place (the tangent part of Z at a point R of the sphere ||R||_F^2 = size); the
+        1-entry array ``normal`` gets <Z, R> / size, and a 1-entry ``multiplier``, when given, weight times that
+        added. Returns Z."""
+        normal[0] = np.vdot(Z, R) / size
+        Z -= normal[0] * R
+        if multiplier is not None:
+            multiplier += weight * normal[0]
+        return Z
 
     @staticmethod
     def advance(R, D, tau, Avals, AW):

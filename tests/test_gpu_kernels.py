@@ -338,6 +338,35 @@ def test_line_search_products(m, n, r):
         assert np.max(np.abs(cp.asnumpy(got) - ref) / np.abs(ref)) <= 1e-11
 
 
+@pytest.mark.parametrize("m, n, r", [(5, 3, 1), (1000, 7000, 10), (100000, 10, 3)])
+def test_sphere_line_search_products(m, n, r):
+    rng = np.random.default_rng(m + 1)
+    AW = rng.standard_normal((m, 2))
+    Avals, b, lam = (rng.standard_normal(m) for _ in range(3))
+    R, D, CD = (rng.standard_normal((n, r)) for _ in range(3))
+    ref = CpuKernels.sphere_line_search_products(AW, Avals, b, lam, R, D, CD, np.empty(28))
+    for _ in range(2):  # the second launch checks that the first left its ticket at zero
+        got = GpuKernels.sphere_line_search_products(*(cp.asarray(x) for x in (AW, Avals, b, lam, R, D, CD)),
+                                                     _poison(28))
+        assert np.max(np.abs(cp.asnumpy(got) - ref) / np.abs(ref)) <= 1e-11
+
+
+@pytest.mark.parametrize("with_multiplier", [False, True])
+def test_remove_normal_matches_the_numpy_projection(with_multiplier):
+    rng = np.random.default_rng(5)
+    Z, R, lam = rng.standard_normal((3001, 7)), rng.standard_normal((3001, 7)), rng.standard_normal(4)
+    size = float(np.vdot(R, R))  # R on the sphere: the result is orthogonal to it
+    gZ, glam, gnormal = cp.asarray(Z), cp.asarray(lam), _poison(1)
+    normal = np.empty(1)
+    ref = CpuKernels.remove_normal(Z.copy(), R, size, normal, lam[2:3] if with_multiplier else None, 0.3)
+    got = GpuKernels.remove_normal(gZ, cp.asarray(R), size, gnormal, glam[2:3] if with_multiplier else None, 0.3)
+    assert got is gZ  # in place
+    assert _rel(got, ref) <= RTOL
+    assert abs(float(gnormal[0]) - normal[0]) <= 1e-12 * abs(normal[0])
+    np.testing.assert_allclose(cp.asnumpy(glam), lam, rtol=1e-12, atol=0)  # lam[2] moved on both, or on neither
+    assert abs(float(cp.vdot(got, cp.asarray(R)))) <= 1e-10 * np.linalg.norm(Z) * np.linalg.norm(R)  # tangent
+
+
 def test_elementwise_updates_are_bitwise_the_numpy_formulas():
     rng = np.random.default_rng(3)
     R, D, Avals, AW = rng.standard_normal((50, 4)), rng.standard_normal((50, 4)), rng.standard_normal(9), \
