@@ -176,7 +176,8 @@ def _criteria(criterion: str, errors: Errors, certified_gap: float | None) -> di
 class _Run:
     """The state of one call of :func:`solve`: limits, counters and the log."""
 
-    def __init__(self, problem, settings: Settings):
+    def __init__(self, problem, settings: Settings, built: list | None = None):
+        """``built``: see :func:`_solve_scaled`."""
         self.problem, self.settings = problem, settings
         self.start = time.perf_counter()
         self.deadline = self.start + settings.time_limit
@@ -209,7 +210,7 @@ class _Run:
         fitting = fitting_rank(problem, layout, widest, narrowest, self.backend)
         self.rank_capped = fitting < widest
         initial = [min(r, fitting) for r in initial]
-        self.op = (ShardedSpheresOperator(problem, self.backend, settings.l2_rescaling, layout) if sharded
+        self.op = (ShardedSpheresOperator(problem, self.backend, settings.l2_rescaling, layout, built) if sharded
                    else CompressedOperator(problem, self.backend, rescale=settings.l2_rescaling, layout=layout))
         if sharded and layout.n_rows <= DENSE_LIMIT:
             raise ValueError(f"devices > 1 splits blocks of order above {DENSE_LIMIT} (the eigenvalue problems of "
@@ -415,11 +416,11 @@ def solve(problem, settings: Settings | None = None, **options) -> Result:
     if settings.device_count == 1:
         return _solve_scaled(problem, settings)
     start = time.perf_counter()
-    order = RowOrder.of(problem, settings)
+    order, built = RowOrder.decide(problem, settings)
     renumbered = problem if order is None else order.apply(problem)
     spent = time.perf_counter() - start  # part of the solve: the time limit and the times reported include it
     result = _solve_scaled(renumbered, dataclasses.replace(
-        settings, time_limit=max(settings.time_limit - spent, RENUMBERING_LEFTOVER)))
+        settings, time_limit=max(settings.time_limit - spent, RENUMBERING_LEFTOVER)), built)
     result = dataclasses.replace(result, solve_time=result.solve_time + spent, setup_time=result.setup_time + spent)
     if order is None:
         return result
@@ -427,11 +428,12 @@ def solve(problem, settings: Settings | None = None, **options) -> Result:
                                message="; ".join(filter(None, [result.message, order.describe()])))
 
 
-def _solve_scaled(problem, settings: Settings) -> Result:
-    """:func:`solve` of a problem in the order its shards take."""
+def _solve_scaled(problem, settings: Settings, built: list | None = None) -> Result:
+    """:func:`solve` of a problem in the order its shards take (``built``: its objective matrix for the sharded
+    operator, when ``RowOrder.decide`` built it; a rescaled problem builds its own)."""
     scaling = DiagonalScaling.of(problem)
     if scaling is None:
-        return _solve(_Run(problem, settings))
+        return _solve(_Run(problem, settings, built))
     result = _solve(_Run(scaling.apply(problem), settings))
     rescaled = sum(d is not None for d in scaling.diagonals)
     return dataclasses.replace(result, factors=scaling.unscale_factors(result.factors),

@@ -197,14 +197,35 @@ def test_renumbered_shards_return_the_given_problems_answer(k):
     assert bound - 1e-5 * (1 + abs(bound)) <= split.dual_bound <= bound + 1e-9
 
 
+@pytest.mark.parametrize("graph", ["geometric", "cycle"])
+def test_the_order_check_hands_its_objective_matrix_to_the_operator(graph, monkeypatch):
+    # the geometric graph is renumbered, the cycle (already local) kept: C is built once either way
+    W = _geometric_graph(3000, seed=8) if graph == "geometric" else sp.csr_array(
+        sp.diags([np.ones(2999), np.ones(2999)], [-1, 1]))
+    problem = maxcut_problem(W)
+    builds = []
+    build = SDPProblem.objective_matrix
+
+    def counted(self, k):
+        builds.append(self)
+        return build(self, k)
+    monkeypatch.setattr(SDPProblem, "objective_matrix", counted)
+    split = solve(problem, device="cpu", devices=2)
+    assert len(builds) == 1 and split.status is Status.OPTIMAL
+    assert ("renumbered" in split.message) is (graph == "geometric")
+    monkeypatch.undo()
+    one = solve(problem, device="cpu")
+    assert split.primal_objective == pytest.approx(one.primal_objective, rel=1e-5)
+
+
 def test_renumbering_counts_towards_the_time_limit(monkeypatch):
     problem = maxcut_problem(_geometric_graph(3000, seed=8))
-    renumber = RowOrder.of
+    renumber = RowOrder.decide
 
     def slow(*args):
         time.sleep(0.3)
         return renumber(*args)
-    monkeypatch.setattr(RowOrder, "of", slow)
+    monkeypatch.setattr(RowOrder, "decide", slow)
     result = solve(problem, device="cpu", devices=2, time_limit=0.2)
     assert result.status is Status.TIME_LIMIT
     assert result.solve_time >= result.setup_time >= 0.3 and "renumbered" in result.message
