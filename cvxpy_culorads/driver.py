@@ -434,6 +434,8 @@ def _solve_scaled(problem, settings: Settings, built: list | None = None) -> Res
     scaling = DiagonalScaling.of(problem)
     if scaling is None:
         return _solve(_Run(problem, settings, built))
+    if built:
+        built.clear()  # the rescaled problem's C is another matrix: no frame keeps this one through the solve
     result = _solve(_Run(scaling.apply(problem), settings))
     rescaled = sum(d is not None for d in scaling.diagonals)
     return dataclasses.replace(result, factors=scaling.unscale_factors(result.factors),
