@@ -2,7 +2,7 @@
 
 Usage::
 
-    python benchmarks/step_profile.py [--n 1e7] [--shards 2] [--steps 60] [--graph sparse] [--device gpu]
+    python benchmarks/step_profile.py [--n 1e7] [--shards 2] [--steps 60] [--device gpu]
 
 The MaxCut SDP of ``graphs.random_regular_like(n, 4, seed=1)`` runs ``--steps`` Riemannian steps on the one-device
 path and with k simulated shards (``sharding.simulated_backend``, numbering kept: ``shard_order="given"``). Every
@@ -106,7 +106,6 @@ def main(argv=None) -> int:
     parser.add_argument("--n", default="1e7")
     parser.add_argument("--shards", type=int, default=2)
     parser.add_argument("--steps", type=int, default=60)
-    parser.add_argument("--graph", choices=("sparse",), default="sparse")
     parser.add_argument("--device", choices=("gpu", "cpu"), default="gpu")
     args = parser.parse_args(argv)
     backend = select_backend(args.device)

@@ -902,32 +902,33 @@ def lbfgs_gram(vectors, out):
     return out
 
 
-def line_search_products(AW, Avals, b, lam, rho, R, D, CD, out):
-    """:meth:`GpuKernels.line_search_products` as one reduction kernel."""
+def _line_search_pass(what: str, kernel: str, scalars: int, sums: int, AW, Avals, b, lam, R, D, CD, out,
+                      constants=()):
+    """Checks the arguments of a line search's scalars and launches ``kernel``: one reduction over the m constraints
+    and the n r factor entries, ``sums`` partial sums per block, ``scalars`` entries written to ``out``;
+    ``constants`` go between lam and m (the ALM line search's rho)."""
     m, L = Avals.size, R.size
     arrays = (AW, Avals, b, lam, R, D, CD, out)
     if any(not x.flags.c_contiguous or x.dtype != np.float64 for x in arrays) or AW.shape != (m, 2) \
-            or D.size != L or CD.size != L or b.size != m or lam.size != m or out.size != LINE_SEARCH_SCALARS:
-        raise ValueError("line_search_products: inconsistent or non-contiguous float64 arguments")
+            or D.size != L or CD.size != L or b.size != m or lam.size != m or out.size != scalars:
+        raise ValueError(f"{what}: inconsistent or non-contiguous float64 arguments")
     blocks = _reduce_grid(max(m, L))
-    partial = cupy.empty(blocks * LINE_SEARCH_SCALARS)
-    _kernel("line_search_kernel")((blocks,), (REDUCE_THREADS,), (
-        AW, Avals, b, lam, np.float64(rho), np.int64(m), R, D, CD, np.int64(L), partial, _ticket(), out))
+    partial = cupy.empty(blocks * sums)
+    _kernel(kernel)((blocks,), (REDUCE_THREADS,), (
+        AW, Avals, b, lam, *constants, np.int64(m), R, D, CD, np.int64(L), partial, _ticket(), out))
     return out
+
+
+def line_search_products(AW, Avals, b, lam, rho, R, D, CD, out):
+    """:meth:`GpuKernels.line_search_products` as one reduction kernel."""
+    return _line_search_pass("line_search_products", "line_search_kernel", LINE_SEARCH_SCALARS, LINE_SEARCH_SCALARS,
+                             AW, Avals, b, lam, R, D, CD, out, constants=(np.float64(rho),))
 
 
 def sphere_line_search_products(AW, Avals, b, lam, R, D, CD, out):
     """:meth:`GpuKernels.sphere_line_search_products` as one reduction kernel."""
-    m, L = Avals.size, R.size
-    arrays = (AW, Avals, b, lam, R, D, CD, out)
-    if any(not x.flags.c_contiguous or x.dtype != np.float64 for x in arrays) or AW.shape != (m, 2) \
-            or D.size != L or CD.size != L or b.size != m or lam.size != m or out.size != SPHERE_SCALARS:
-        raise ValueError("sphere_line_search_products: inconsistent or non-contiguous float64 arguments")
-    blocks = _reduce_grid(max(m, L))
-    partial = cupy.empty(blocks * SPHERE_SUMS)
-    _kernel("sphere_line_search_kernel")((blocks,), (REDUCE_THREADS,), (
-        AW, Avals, b, lam, np.int64(m), R, D, CD, np.int64(L), partial, _ticket(), out))
-    return out
+    return _line_search_pass("sphere_line_search_products", "sphere_line_search_kernel", SPHERE_SCALARS, SPHERE_SUMS,
+                             AW, Avals, b, lam, R, D, CD, out)
 
 
 def remove_normal(Z, R, size, normal, multiplier=None, weight=0.0):
