@@ -215,9 +215,17 @@ class _Done:
         return None
 
 
+# CUDA clamps a stream priority beyond the device's range to its highest
+HIGHEST_STREAM_PRIORITY = -(2 ** 16)
+
+
 class NcclCommunicator:
     """NCCL communicators of the shards' GPUs, all driven from this process (calls grouped, so one thread can post
-    every device's part of a collective)."""
+    every device's part of a collective).
+
+    The exchanges run on a side stream of each device, at the highest priority: an exchange and the own rows' product
+    become ready together (both wait for the factor's last kernel), and at equal priority the block scheduler hands
+    the SMs to the product's grid first, so that NCCL's kernels start only as it drains."""
 
     def __init__(self, device_ids):
         import cupy
@@ -227,7 +235,7 @@ class NcclCommunicator:
         self.side = []  # per device, the stream of the exchanges, so that products overlap them
         for device in self.device_ids:
             with cupy.cuda.Device(device):
-                self.side.append(cupy.cuda.Stream(non_blocking=True))
+                self.side.append(cupy.cuda.Stream(non_blocking=True, priority=HIGHEST_STREAM_PRIORITY))
 
     def _stream(self):
         import cupy
