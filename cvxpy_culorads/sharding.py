@@ -58,9 +58,14 @@ def shard_bounds(C, k: int) -> np.ndarray:
 def halo_of(C, lo: int, hi: int) -> np.ndarray:
     """The rows outside [lo, hi) that the CSR matrix ``C``'s rows lo..hi-1 reference, ascending."""
     columns = C.indices[C.indptr[lo]:C.indptr[hi]]
-    outside = np.zeros(C.shape[0], dtype=bool)
-    outside[columns[(columns < lo) | (columns >= hi)]] = True
-    return np.flatnonzero(outside)
+    return _referenced(columns[(columns < lo) | (columns >= hi)], C.shape[0])
+
+
+def _referenced(columns: np.ndarray, n: int) -> np.ndarray:
+    """The distinct entries of ``columns`` (indices below n), ascending: a flag per row, O(n + entries)."""
+    flags = np.zeros(n, dtype=bool)
+    flags[columns] = True
+    return np.flatnonzero(flags)
 
 
 def halo_share(C, k: int) -> float:
@@ -153,16 +158,20 @@ def _predicted_halo_share(C, k: int) -> float:
 def _split_rows(C, lo: int, hi: int):
     """The CSR matrix ``C``'s rows lo..hi-1 as (their own columns, their halo columns, the halo rows): two CSR
     matrices over the local numbering of [lo, hi) and over :func:`halo_of`'s rows, each row's entries kept in order."""
-    start, stop = C.indptr[lo], C.indptr[hi]
+    start, stop = int(C.indptr[lo]), int(C.indptr[hi])
     columns, values = C.indices[start:stop], C.data[start:stop]
     inside = (columns >= lo) & (columns < hi)
-    before = np.concatenate([[0], np.cumsum(inside)])[C.indptr[lo:hi + 1] - start]  # inside entries before each row
-    halo = halo_of(C, lo, hi)
-    position = np.empty(C.shape[0], np.int64)  # a halo row's place in the halo buffer (ascending global order)
-    position[halo] = np.arange(halo.size)
+    outside = ~inside
+    # a count of booleans in 32 bits where it fits: numpy's cumsum of a bool array casts per element, 10x slower
+    counts = np.int32 if stop - start < np.iinfo(np.int32).max else np.int64
+    row_starts = C.indptr[lo:hi + 1] - start
+    before = np.concatenate([[0], np.cumsum(inside.view(np.int8), dtype=counts)])[row_starts]  # inside entries
+    across_columns = columns[outside]
+    halo = _referenced(across_columns, C.shape[0])
+    position = np.empty(C.shape[0], counts)  # a halo row's place in the halo buffer (ascending global order)
+    position[halo] = np.arange(halo.size, dtype=counts)
     own = sp.csr_array((values[inside], columns[inside] - lo, before), shape=(hi - lo,) * 2)
-    across = sp.csr_array((values[~inside], position[columns[~inside]], C.indptr[lo:hi + 1] - start - before),
-                          shape=(hi - lo, halo.size))
+    across = sp.csr_array((values[outside], position[across_columns], row_starts - before), shape=(hi - lo, halo.size))
     return own, across, halo
 
 
@@ -224,8 +233,9 @@ class NcclCommunicator:
     every device's part of a collective).
 
     The exchanges run on a side stream of each device, at the highest priority: an exchange and the own rows' product
-    become ready together (both wait for the factor's last kernel), and at equal priority the block scheduler hands
-    the SMs to the product's grid first, so that NCCL's kernels start only as it drains."""
+    become ready together (both wait for the gathers of the rows to send), and at equal priority the block scheduler
+    handed the SMs to the product's grid first, so that NCCL's kernels started only as it drained (2 x H200, n = 1e7:
+    the exchange with the product behind it took 13.1 ms, their sum; 9.1 ms at the highest priority)."""
 
     def __init__(self, device_ids):
         import cupy
