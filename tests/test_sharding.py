@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from cvxpy_culorads import SDPProblem, Settings, Status, driver, solve
+from cvxpy_culorads import SDPProblem, Settings, Status, driver, sharding, solve
 from cvxpy_culorads.backend import gpu_available, select_backend
 from cvxpy_culorads.certificates import smallest_eigenpairs
 from cvxpy_culorads.kernels import CpuKernels, lbfgs_coefficients
@@ -240,6 +240,21 @@ def test_a_local_numbering_is_kept():
     assert RowOrder.of(local, Settings(devices=2)) is None
     forced = RowOrder.of(local, Settings(devices=2, shard_order="rcm"))
     assert forced is not None and forced.halo_after < 0.1
+
+
+def test_the_order_check_predicts_from_breadth_first_levels(monkeypatch):
+    from scipy.sparse.csgraph import shortest_path
+    geometric = maxcut_problem(_geometric_graph(3000, seed=5)).objective_matrix(0)
+    distances = shortest_path(abs(geometric), method="D", unweighted=True, indices=0)
+    reached = distances[np.isfinite(distances)].astype(int)
+    assert 2 * reached.size > 3000  # the search from row 0 reaches most rows: its levels make the prediction
+    assert sharding._predicted_halo_share(geometric, 2) == pytest.approx(2 * np.bincount(reached).max() * 2 / 3000)
+    # a random graph: the search stops at the first level above the bound, and reverse Cuthill-McKee never runs
+    problem = maxcut_problem(_graph(20000, 4, seed=3))
+    random = problem.objective_matrix(0)
+    assert 0.25 < sharding._predicted_halo_share(random, 2, 0.25) < sharding._predicted_halo_share(random, 2)
+    monkeypatch.setattr(sharding, "reverse_cuthill_mckee", None)
+    assert RowOrder.of(problem, Settings(devices=2)) is None
 
 
 def test_devices_setting_is_checked():
