@@ -1,4 +1,4 @@
-"""Sparse MaxCut on one GPU and split over several (``Settings.devices``), side by side in one run.
+"""MaxCut of random or geometric graphs on one GPU and split over several (``Settings.devices``), side by side.
 
 Usage::
 
