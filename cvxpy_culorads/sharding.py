@@ -255,7 +255,10 @@ class NcclCommunicator:
         self.side = []  # per device, the stream of the exchanges, so that products overlap them
         for device in self.device_ids:
             with cupy.cuda.Device(device):
-                self.side.append(cupy.cuda.Stream(non_blocking=True, priority=HIGHEST_STREAM_PRIORITY))
+                try:
+                    self.side.append(cupy.cuda.Stream(non_blocking=True, priority=HIGHEST_STREAM_PRIORITY))
+                except TypeError:  # CuPy 13 makes no streams with priorities: the exchange waits for the product
+                    self.side.append(cupy.cuda.Stream(non_blocking=True))
 
     def _stream(self):
         import cupy
