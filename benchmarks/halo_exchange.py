@@ -91,8 +91,8 @@ def main(argv=None) -> int:
         own_parts()
         pending.wait()
 
-    buffers = exchange.start(V)[0]
-    backend.synchronize()
+    buffers, pending = exchange.start(V)  # the halo parts' input: the halo rows, once received
+    pending.wait()
 
     def halo_parts():
         shards.each(lambda s, c, b, o: c is None or gpu_kernels.csr_matmul(c, b, o, addend=o, beta=1.0),

@@ -45,8 +45,9 @@ COLUMNS = ["n", "edges", "gpus", "seconds", "speedup", "riemannian_steps", "ms_p
            "certified_gap", "primal_residual", "status", "peak_gib", "setup_s"]
 
 
-def _solve(problem, gpus: int, edges: int, args, order: str = "auto") -> dict:
-    result = cl.solve(problem, device="gpu", devices=gpus if gpus > 1 else None, rank=args.rank, shard_order=order,
+def _solve(problem, gpus: int, edges: int, args) -> dict:
+    result = cl.solve(problem, device="gpu", devices=gpus if gpus > 1 else None, rank=args.rank,
+                      shard_order=args.shard_order,
                       time_limit=args.time_limit, **({} if args.steps is None else {"max_iter": args.steps}))
     seconds = result.solve_time - result.setup_time
     steps = result.iterations["riemannian"]
@@ -76,7 +77,7 @@ def main(argv=None) -> int:
     parser.add_argument("--graph", choices=("sparse", "rgg"), default="sparse")
     parser.add_argument("--rank", type=int, default=None, help="initial rank of every solve (default: the solver's)")
     parser.add_argument("--split-only", action="store_true", help="skip the one-GPU solve of --sizes")
-    parser.add_argument("--shard-order", default="auto", help="Settings.shard_order of the split solves")
+    parser.add_argument("--shard-order", default="auto", help="Settings.shard_order (split solves)")
     parser.add_argument("--time-limit", type=float, default=float("inf"), help="Settings.time_limit of every solve")
     parser.add_argument("--out", default="benchmarks/results")
     args = parser.parse_args(argv)
@@ -86,7 +87,7 @@ def main(argv=None) -> int:
     for n in (int(float(size)) for size in args.sizes.split(",")):
         problem, edges = _problem(args.graph, n)
         single = None if args.split_only else _solve(problem, 1, edges, args)
-        split = _solve(problem, args.gpus, edges, args, args.shard_order)
+        split = _solve(problem, args.gpus, edges, args)
         if single is not None:
             split["speedup"] = round(single["seconds"] / split["seconds"], 2)
             rows.append(single)
@@ -96,8 +97,7 @@ def main(argv=None) -> int:
     if args.weak:
         n = int(args.weak)
         small, large = _problem(args.graph, n), _problem(args.graph, args.gpus * n)
-        weak = [_solve(small[0], 1, small[1], args),
-                _solve(large[0], args.gpus, large[1], args, args.shard_order)]
+        weak = [_solve(small[0], 1, small[1], args), _solve(large[0], args.gpus, large[1], args)]
         efficiency = weak[0]["ms_per_step"] / weak[1]["ms_per_step"]
         rows += weak
         footer = (f"Weak scaling: {weak[0]['n']} vertices on 1 GPU against {weak[1]['n']} on {args.gpus}: time per "

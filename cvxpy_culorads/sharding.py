@@ -151,7 +151,8 @@ def _predicted_halo_share(C, k: int, enough: float = math.inf) -> float:
     seen[0] = True
     level, reached, largest = np.zeros(1, dtype=np.int64), 1, 1
     while level.size:
-        starts, counts = indptr[level], indptr[level + 1] - indptr[level]
+        starts = indptr[level]
+        counts = indptr[level + 1] - starts
         within = np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts)
         neighbours = indices[np.repeat(starts, counts) + within]
         fresh = neighbours[~seen[neighbours]]
@@ -173,13 +174,13 @@ def _split_rows(C, lo: int, hi: int):
     inside = (columns >= lo) & (columns < hi)
     outside = ~inside
     # a count of booleans in 32 bits where it fits: numpy's cumsum of a bool array casts per element, 10x slower
-    counts = np.int32 if stop - start < np.iinfo(np.int32).max else np.int64
+    count_type = np.int32 if stop - start < np.iinfo(np.int32).max else np.int64
     row_starts = C.indptr[lo:hi + 1] - start
-    before = np.concatenate([[0], np.cumsum(inside.view(np.int8), dtype=counts)])[row_starts]  # inside entries
+    before = np.concatenate([[0], np.cumsum(inside.view(np.int8), dtype=count_type)])[row_starts]  # inside entries
     across_columns = columns[outside]
     halo = _referenced(across_columns, C.shape[0])
-    position = np.empty(C.shape[0], counts)  # a halo row's place in the halo buffer (ascending global order)
-    position[halo] = np.arange(halo.size, dtype=counts)
+    position = np.empty(C.shape[0], count_type)  # a halo row's place in the halo buffer (ascending global order)
+    position[halo] = np.arange(halo.size, dtype=count_type)
     own = sp.csr_array((values[inside], columns[inside] - lo, before), shape=(hi - lo,) * 2)
     across = sp.csr_array((values[outside], position[across_columns], row_starts - before), shape=(hi - lo, halo.size))
     return own, across, halo
