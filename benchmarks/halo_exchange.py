@@ -3,7 +3,7 @@
 Usage::
 
     python benchmarks/halo_exchange.py [--n 1e7] [--rank 65] [--gpus 2] [--label default]
-                                       [--side-priority highest|default]
+                                       [--side-priority highest|default] [--halo-precision double|single]
 
 C is MaxCut's objective for ``graphs.random_regular_like(n, 4, seed=1)`` (the ``sparse`` suite: no locality, so a
 shard's halo is about 45 % of the graph at k = 2), split over ``--gpus`` GPUs as a sharded solve splits it
@@ -15,7 +15,9 @@ launched behind its start (how much of it they hide), the whole sharded product 
 transit, then the halo parts), and the product of the whole C on the first GPU. NCCL reads its settings from the
 environment when the communicators are made, so compare settings by running the script once per setting;
 ``--label`` names the setting in the printed line. ``--side-priority default`` gives the exchanges' streams the
-default priority instead of the solver's highest. Printed last, one Markdown row.
+default priority instead of the solver's highest. ``--halo-precision single`` exchanges the halo rows in single
+precision (``Settings.halo_precision``, the Riemannian phase's looser runs): half the bytes, and the halo parts read
+them so. Printed last, one Markdown row.
 """
 from __future__ import annotations
 
@@ -57,25 +59,27 @@ def main(argv=None) -> int:
     parser.add_argument("--label", default="default", help="the NCCL setting of this run, for the printed row")
     parser.add_argument("--side-priority", choices=("highest", "default"), default="highest",
                         help="the exchange streams' priority (the solver's: highest)")
+    parser.add_argument("--halo-precision", choices=("double", "single"), default="double",
+                        help="the precision of the exchanged halo rows")
     args = parser.parse_args(argv)
     n, r, ids = int(float(args.n)), args.rank, tuple(range(args.gpus))
     problem = maxcut_problem(random_regular_like(n, 4, seed=1, device="gpu").get())
     backend = sharded_backend("gpu", ids)
-    op = ShardedSpheresOperator(problem, backend, True, BlockLayout.of(problem))
-    shards, exchange = op.shards, op.C.exchange
+    op = ShardedSpheresOperator(problem, backend, True, BlockLayout.of(problem), halo_precision=args.halo_precision)
+    shards, exchange, dtype = op.shards, op.C.exchange, op.rounded_C.halo_dtype
     if args.side_priority == "default":
         shards.communicator.side = shards.each(lambda s, p: cupy.cuda.Stream(non_blocking=True), op.C.own)
     V = shards.map(lambda s: cupy.random.standard_normal((shards.size(s), r)))
     out = op.kernels.empty_like(V)
     received = max(rows.size for rows in exchange.halo_rows)  # rows into the busiest shard
-    gigabytes = 8 * r * received / 1e9
+    gigabytes = dtype.itemsize * r * received / 1e9
 
     def exchanged():
-        exchange.start(V)[1].wait()
+        exchange.start(V, dtype)[1].wait()
 
     # the copy engines' peer copy of as many bytes into every shard, all directions at once
-    sources = shards.each(lambda s, p: cupy.empty((received, r)), V)
-    targets = shards.each(lambda s, p: cupy.empty((received, r)), V)
+    sources = shards.each(lambda s, p: cupy.empty((received, r), dtype), V)
+    targets = shards.each(lambda s, p: cupy.empty((received, r), dtype), V)
 
     def peer_copied():
         for s in range(shards.k):
@@ -87,11 +91,11 @@ def main(argv=None) -> int:
         shards.each(lambda s, c, v, o: gpu_kernels.csr_matmul(c, v, o), op.C.own, V, out)
 
     def own_parts_during_exchange():
-        pending = exchange.start(V)[1]
+        pending = exchange.start(V, dtype)[1]
         own_parts()
         pending.wait()
 
-    buffers, pending = exchange.start(V)  # the halo parts' input: the halo rows, once received
+    buffers, pending = exchange.start(V, dtype)  # the halo parts' input: the halo rows, once received
     pending.wait()
 
     def halo_parts():
@@ -101,7 +105,7 @@ def main(argv=None) -> int:
     times = dict(exchange=milliseconds(exchanged, backend), peer_copy=milliseconds(peer_copied, backend),
                  own_parts=milliseconds(own_parts, backend), halo_parts=milliseconds(halo_parts, backend),
                  own_during_exchange=milliseconds(own_parts_during_exchange, backend),
-                 sharded_product=milliseconds(lambda: op.objective_times(V, out=out), backend))
+                 sharded_product=milliseconds(lambda: op.rounded_objective_times(V, out=out), backend))
     with shards.on(0):
         whole = backend.csr(problem.objective_matrix(0))
         V0, out0 = cupy.random.standard_normal((n, r)), cupy.empty((n, r))
@@ -111,7 +115,7 @@ def main(argv=None) -> int:
     print("| setting | n | r | GB per shard | exchange ms | GB/s | peer copy ms | GB/s | own parts ms | halo parts ms "
           "| exchange with own parts ms | sharded product ms | whole product on one GPU ms |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
-    print(f"| {args.label} | {n:.3g} | {r} | {gigabytes:.2f} | {times['exchange']:.2f} | "
+    print(f"| {args.label}, {args.halo_precision} halo | {n:.3g} | {r} | {gigabytes:.2f} | {times['exchange']:.2f} | "
           f"{gigabytes / times['exchange'] * 1e3:.0f} | {times['peer_copy']:.2f} | "
           f"{gigabytes / times['peer_copy'] * 1e3:.0f} | {times['own_parts']:.2f} | {times['halo_parts']:.2f} | "
           f"{times['own_during_exchange']:.2f} | {times['sharded_product']:.2f} | {times['whole_on_one']:.2f} |")

@@ -4,7 +4,7 @@ Usage::
 
     python benchmarks/multi_gpu.py --sizes 1e6,1e7 --gpus 2 [--weak 5e6] [--steps N] [--graph sparse|rgg]
                                    [--rank R] [--split-only] [--shard-order auto] [--time-limit S]
-                                   [--out DIR]
+                                   [--halo-precision single,double] [--out DIR]
 
 For every n of ``--sizes``, the MaxCut SDP of ``graphs.random_regular_like(n, 4, seed=1)`` (``--graph sparse``, the
 ``sparse`` suite's graphs: average degree ~4, no locality, so most of a shard's neighbours live on the other shards)
@@ -13,13 +13,16 @@ along a Z-order curve, so that contiguous shards keep most neighbours inside) is
 R``: from R columns, for sizes whose default start fits on neither) on one GPU and on ``--gpus`` GPUs
 (``--split-only``: on the GPUs only, for sizes one GPU cannot hold); ``speedup`` is the one-GPU time over the split
 time, both measured after the data reached the devices (``seconds``, as in ``run.py``), ``ms_per_step`` the
-Riemannian phase's time per step.
+Riemannian phase's time per step and ``products_per_step`` its products C R per step (a step's line search may try
+several points, and two runs that differ in rounding soon follow different paths, so compare time per product too).
 ``--weak n``: the weak-scaling pair, n on one GPU against k n on k GPUs; its efficiency compares time per step (the
 two instances need different step counts). ``--steps N``: every solve stops after N steps (``max_iter``; status
 ``iteration_limit``), for a time per step at sizes whose full solve is too long for one device call.
 ``--shard-order``: ``Settings.shard_order`` of the split solves (``given`` skips the check of the numbering, whose
 breadth-first search takes about a minute of the device's host at n = 1e8; the random graphs keep their numbering).
 ``--time-limit S``: every solve stops after S seconds (``Settings.time_limit``; status ``time_limit``).
+``--halo-precision``: ``Settings.halo_precision`` of the split solves; several, comma-separated, run one split solve
+(and one large weak-scaling solve) each.
 A line per solve as it finishes, then the Markdown table; ``multi_gpu.csv`` and ``.md`` go to ``--out``.
 """
 from __future__ import annotations
@@ -35,26 +38,48 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from run import warm_up  # noqa: E402
 
 import cvxpy_culorads as cl  # noqa: E402
+from cvxpy_culorads import riemannian  # noqa: E402
 from cvxpy_culorads.backend import select_backend  # noqa: E402
 from cvxpy_culorads.models import maxcut_problem  # noqa: E402
 
 from graphs import random_regular_like, rgg_graph  # noqa: E402
 from report import result_fields, write_tables  # noqa: E402
 
-COLUMNS = ["n", "edges", "gpus", "seconds", "speedup", "riemannian_steps", "ms_per_step", "certificates_s", "rank",
-           "certified_gap", "primal_residual", "status", "peak_gib", "setup_s"]
+COLUMNS = ["n", "edges", "gpus", "halo", "seconds", "speedup", "riemannian_steps", "ms_per_step", "products_per_step",
+           "certificates_s", "rank", "certified_gap", "primal_residual", "status", "peak_gib", "setup_s"]
 
 
-def _solve(problem, gpus: int, edges: int, args) -> dict:
+PRODUCTS = [0]  # products C R taken by the Riemannian phases of the current solve
+
+
+def _count_products() -> None:
+    """Makes every Riemannian phase count its products C R in ``PRODUCTS``."""
+    initialise = riemannian.RiemannianPhase.__init__
+
+    def counting(phase, *args, **kwargs):
+        initialise(phase, *args, **kwargs)
+        times = phase.times
+
+        def counted(V, out=None):
+            PRODUCTS[0] += 1
+            return times(V, out=out)
+        phase.times = counted
+    riemannian.RiemannianPhase.__init__ = counting
+
+
+def _solve(problem, gpus: int, edges: int, args, halo: str = "double") -> dict:
+    PRODUCTS[0] = 0
     result = cl.solve(problem, device="gpu", devices=gpus if gpus > 1 else None, rank=args.rank,
-                      shard_order=args.shard_order,
+                      shard_order=args.shard_order, halo_precision=halo,
                       time_limit=args.time_limit, **({} if args.steps is None else {"max_iter": args.steps}))
     seconds = result.solve_time - result.setup_time
     steps = result.iterations["riemannian"]
-    row = dict(n=problem.block_sizes[0], edges=edges, gpus=gpus,
+    row = dict(n=problem.block_sizes[0], edges=edges, gpus=gpus, halo=halo if gpus > 1 else "",
                ms_per_step=round(1e3 * result.stage_times["riemannian"] / max(steps, 1), 2),
+               products_per_step=round(PRODUCTS[0] / max(steps, 1), 2),
                **result_fields(result, seconds, None))
-    print(f"n={row['n']:10d} gpus={gpus} {seconds:8.2f}s steps {steps:5d} ({row['ms_per_step']} ms) "
+    print(f"n={row['n']:10d} gpus={gpus} {row['halo']:6s} {seconds:8.2f}s steps {steps:5d} ({row['ms_per_step']} ms, "
+          f"{row['products_per_step']} products) "
           f"certified gap {result.certified_gap} {result.status.value} peak {row['peak_gib']} GiB "
           f"(setup {result.setup_time:.1f}s)", flush=True)
     return row
@@ -79,29 +104,37 @@ def main(argv=None) -> int:
     parser.add_argument("--split-only", action="store_true", help="skip the one-GPU solve of --sizes")
     parser.add_argument("--shard-order", default="auto", help="Settings.shard_order (split solves)")
     parser.add_argument("--time-limit", type=float, default=float("inf"), help="Settings.time_limit of every solve")
+    parser.add_argument("--halo-precision", default="double", help="Settings.halo_precision of the split solves, "
+                                                                   "comma-separated")
     parser.add_argument("--out", default="benchmarks/results")
     args = parser.parse_args(argv)
+    halos = args.halo_precision.split(",")
+    _count_products()
     warm_up(select_backend("gpu"))
     cl.solve(maxcut_problem(random_regular_like(1200, 6, seed=1)), device="gpu", devices=args.gpus, max_iter=300)
     rows = []
     for n in (int(float(size)) for size in args.sizes.split(",")):
         problem, edges = _problem(args.graph, n)
         single = None if args.split_only else _solve(problem, 1, edges, args)
-        split = _solve(problem, args.gpus, edges, args)
-        if single is not None:
-            split["speedup"] = round(single["seconds"] / split["seconds"], 2)
-            rows.append(single)
-        rows.append(split)
+        rows += [single] if single is not None else []
+        for halo in halos:
+            split = _solve(problem, args.gpus, edges, args, halo)
+            if single is not None:
+                split["speedup"] = round(single["seconds"] / split["seconds"], 2)
+            rows.append(split)
         del problem
     footer = ""
     if args.weak:
         n = int(args.weak)
         small, large = _problem(args.graph, n), _problem(args.graph, args.gpus * n)
-        weak = [_solve(small[0], 1, small[1], args), _solve(large[0], args.gpus, large[1], args)]
-        efficiency = weak[0]["ms_per_step"] / weak[1]["ms_per_step"]
-        rows += weak
-        footer = (f"Weak scaling: {weak[0]['n']} vertices on 1 GPU against {weak[1]['n']} on {args.gpus}: time per "
-                  f"step {weak[0]['ms_per_step']} ms and {weak[1]['ms_per_step']} ms, efficiency {efficiency:.2f}.")
+        one = _solve(small[0], 1, small[1], args)
+        rows.append(one)
+        footer = f"Weak scaling: {one['n']} vertices on 1 GPU ({one['ms_per_step']} ms per step) against"
+        for halo in halos:
+            rows.append(_solve(large[0], args.gpus, large[1], args, halo))
+            footer += (f" {rows[-1]['n']} on {args.gpus} with {halo} halos ({rows[-1]['ms_per_step']} ms, "
+                       f"efficiency {one['ms_per_step'] / rows[-1]['ms_per_step']:.2f});")
+        footer = footer[:-1] + "."
     graph = "Sparse MaxCut (degree ~4)" if args.graph == "sparse" else "MaxCut of rgg graphs (Z-order)"
     title = f"### {graph} on 1 and {args.gpus} GPUs ({select_backend('gpu').describe()})"
     print(write_tables(rows, Path(args.out) / "multi_gpu", title, footer, COLUMNS))

@@ -1,8 +1,9 @@
-"""Where a Riemannian step's time goes, on one device and with k shards that the same device holds.
+"""Where a Riemannian step's time goes, on one device and with k shards that the same device holds (or k GPUs).
 
 Usage::
 
-    python benchmarks/step_profile.py [--n 1e7] [--shards 2] [--steps 60] [--device gpu]
+    python benchmarks/step_profile.py [--n 1e7] [--shards 2] [--steps 60] [--device gpu] [--gpus k] [--rank R]
+                                      [--halo-precision single|double]
 
 The MaxCut SDP of ``graphs.random_regular_like(n, 4, seed=1)`` runs ``--steps`` Riemannian steps on the one-device
 path and with k simulated shards (``sharding.simulated_backend``, numbering kept: ``shard_order="given"``). Every
@@ -10,7 +11,10 @@ call of the kernel set inside the phase, the halo exchange's gather and copies, 
 with the device synchronised before and after, so that each row is the time that operation's work alone takes
 (exclusive of the rows it calls); ``other`` is the rest of the phase (host work, launches). The synchronisation
 costs time of its own: the totals run above ``shard_overhead.py``'s, which does not synchronise; compare rows, not
-totals, with it. Printed last: ms per step for each operation, one device against the shards.
+totals, with it. ``--gpus k``: the shards on k real GPUs (NCCL; every device synchronised around each call, so
+the exchange overlaps nothing here) instead of simulated on one. ``--rank R``: the solves start from R columns.
+``--halo-precision``: ``Settings.halo_precision`` of the split solve. Printed last: ms per step for each operation,
+one device against the shards.
 """
 from __future__ import annotations
 
@@ -30,7 +34,7 @@ from cvxpy_culorads.models import maxcut_problem  # noqa: E402
 from graphs import random_regular_like  # noqa: E402
 
 KERNEL_CALLS = ("lbfgs_direction", "lbfgs_gram", "lbfgs_combine", "sphere_tangent", "sphere_retract", "csr_matmul",
-                "inner", "scale_add", "empty_like")
+                "inner", "scale_add", "empty_like", "gram", "gather_rows")
 
 
 class Profile:
@@ -89,7 +93,8 @@ def instrument(profile: Profile, device_kernels) -> None:
                      else (lambda args, kwargs, n=name: f"sharded {n}"))
             profile.patch(sharding.ShardedKernels, name, label)
     profile.patch(sharding.HaloExchange, "start", lambda args, kwargs: "halo gather")
-    profile.patch(sharding.InProcessCommunicator, "start_exchange", lambda args, kwargs: "halo copy (NCCL on GPUs)")
+    profile.patch(sharding.InProcessCommunicator, "start_exchange", lambda args, kwargs: "halo copy (simulated)")
+    profile.patch(sharding.NcclCommunicator, "start_exchange", lambda args, kwargs: "halo send/receive (NCCL)")
     original_run = riemannian.RiemannianPhase.run
 
     def run(phase):
@@ -107,21 +112,33 @@ def main(argv=None) -> int:
     parser.add_argument("--shards", type=int, default=2)
     parser.add_argument("--steps", type=int, default=60)
     parser.add_argument("--device", choices=("gpu", "cpu"), default="gpu")
+    parser.add_argument("--gpus", type=int, default=None, help="split over this many GPUs instead of --shards")
+    parser.add_argument("--rank", type=int, default=None)
+    parser.add_argument("--halo-precision", choices=("single", "double"), default="double")
     args = parser.parse_args(argv)
     backend = select_backend(args.device)
     device_kernels = type(kernels.kernels_for(backend))
-    profile = Profile(backend.synchronize)
+    if args.gpus:
+        import cupy
+
+        def synchronize():
+            for device in range(args.gpus):
+                cupy.cuda.Device(device).synchronize()
+    else:
+        synchronize = backend.synchronize
+        driver.sharded_backend = sharding.simulated_backend  # the devices setting then means shards on this device
+    profile = Profile(synchronize)
     instrument(profile, device_kernels)
-    driver.sharded_backend = sharding.simulated_backend  # the devices setting then means shards on this device
     n = int(float(args.n))
     W = random_regular_like(n, 4, seed=1, device=args.device)
     problem = maxcut_problem(W if args.device == "cpu" else W.get())
     small = maxcut_problem(random_regular_like(1200, 6, seed=1))
     columns = {}
-    for k in (None, args.shards):
+    for k in (None, args.gpus or args.shards):
         solve(small, device=args.device, devices=k, max_iter=5)  # compile the kernels
         profile.reset()
-        result = solve(problem, device=args.device, devices=k, max_iter=args.steps, shard_order="given")
+        result = solve(problem, device=args.device, devices=k, max_iter=args.steps, shard_order="given",
+                       rank=args.rank, halo_precision=args.halo_precision)
         steps = result.iterations["riemannian"]
         phase = result.stage_times["riemannian"]
         times = {label: 1e3 * seconds / steps for label, seconds in profile.seconds.items()}

@@ -53,6 +53,9 @@ def _parser(json_errors: bool = False) -> argparse.ArgumentParser:
     parser.add_argument("--shard-order", choices=("auto", "given", "rcm"),
                         help="with --gpus: number the rows as given, by reverse Cuthill-McKee, or (auto, default) by "
                              "reverse Cuthill-McKee when that shrinks the shards' halos")
+    parser.add_argument("--halo-precision", choices=("single", "double"),
+                        help="with --gpus: the precision of the halo rows exchanged in the phase's looser runs "
+                             "(double, default; single halves the bytes, and certificates still take double)")
     parser.add_argument("--tol", type=float, help="tolerance of the stopping criterion")
     parser.add_argument("--criterion", choices=("certified", "dimacs"),
                         help="certified (default): primal residual per constraint and certified gap; dimacs: the "
@@ -81,7 +84,8 @@ def _parser(json_errors: bool = False) -> argparse.ArgumentParser:
 def _settings(args: argparse.Namespace) -> Settings:
     """The options given on the command line on top of the default settings."""
     given = {name: getattr(args, name) for name in ("device", "tol", "criterion", "trace_bound", "reopt_level",
-                                                    "time_limit", "max_iter", "rank", "seed", "route", "shard_order")}
+                                                    "time_limit", "max_iter", "rank", "seed", "route", "shard_order",
+                                                    "halo_precision")}
     options = {name: value for name, value in given.items() if value is not None}
     if args.no_interior_point:
         options["interior_point"] = False

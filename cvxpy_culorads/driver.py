@@ -210,7 +210,8 @@ class _Run:
         fitting = fitting_rank(problem, layout, widest, narrowest, self.backend)
         self.rank_capped = fitting < widest
         initial = [min(r, fitting) for r in initial]
-        self.op = (ShardedSpheresOperator(problem, self.backend, settings.l2_rescaling, layout, built) if sharded
+        self.op = (ShardedSpheresOperator(problem, self.backend, settings.l2_rescaling, layout, built,
+                                          settings.halo_precision) if sharded
                    else CompressedOperator(problem, self.backend, rescale=settings.l2_rescaling, layout=layout))
         if sharded and layout.n_rows <= DENSE_LIMIT:
             raise ValueError(f"devices > 1 splits blocks of order above {DENSE_LIMIT} (the eigenvalue problems of "

@@ -130,10 +130,10 @@ __global__ void sym_sample_pair_kernel(const I* __restrict__ rows, const I* __re
 // alpha * (A @ V) + beta * W instead (W shaped like out), which saves a pass over both when a sum is wanted.
 // Row i holds the entries starts[i] .. ends[i] - 1 (indptr[:-1] and indptr[1:] for a plain CSR matrix; other
 // bounds run the same kernel over pieces of long rows, or with those rows left empty).
-template<typename I, typename O, int T, int C, int UNR, int RPG, bool ADD>
+template<typename I, typename O, typename F, int T, int C, int UNR, int RPG, bool ADD>
 __global__ void csr_matmul_kernel(const I* __restrict__ starts, const I* __restrict__ ends,
                                   const I* __restrict__ indices,
-                                  const double* __restrict__ data, const double* __restrict__ V,
+                                  const double* __restrict__ data, const F* __restrict__ V,
                                   double* __restrict__ out, long long m, int r, double alpha, double beta,
                                   const double* __restrict__ W) {
     constexpr int B = T > UNR ? T : UNR;
@@ -174,7 +174,7 @@ __global__ void csr_matmul_kernel(const I* __restrict__ starts, const I* __restr
 #pragma unroll
                     for (int j = 0; j < C; ++j) {
                         const int k = base + lane + j * T;
-                        x[u][j] = (t < cnt && k < r) ? V[c + k] : 0.0;
+                        x[u][j] = (t < cnt && k < r) ? (double)V[c + k] : 0.0;
                     }
                 }
 #pragma unroll
@@ -677,7 +677,9 @@ def csr_matmul(matrix, V, out=None, *, alpha=1.0, addend=None, beta=0.0, loads=N
     m, ncols = matrix.shape
     V = cupy.asarray(V)
     vector = V.ndim == 1
-    V2 = _factor(V.reshape(-1, 1) if vector else V, "V")
+    V2 = V.reshape(-1, 1) if vector else V
+    # V in single precision is read as such (a halo received in single precision, ``sharding.HaloExchange``)
+    V2 = cupy.ascontiguousarray(V2) if V2.dtype == np.float32 and V2.ndim == 2 else _factor(V2, "V")
     if V2.shape[0] != ncols:
         raise ValueError(f"dimension mismatch: matrix is {matrix.shape}, V is {V.shape}")
     r = V2.shape[1]
@@ -700,7 +702,8 @@ def csr_matmul(matrix, V, out=None, *, alpha=1.0, addend=None, beta=0.0, loads=N
     default_loads, default_rows = _csr_defaults(t, c)
     unr = max(1, _check_knob(loads or default_loads, "loads") // c)
     rpg = _check_knob(rows or default_rows, "rows")
-    name = f"csr_matmul_kernel<{pattern.ctype}, {_offset_type(ncols, r, wide)}, {t}, {c}, {unr}, "
+    vtype = "float" if V2.dtype == np.float32 else "double"
+    name = f"csr_matmul_kernel<{pattern.ctype}, {_offset_type(ncols, r, wide)}, {vtype}, {t}, {c}, {unr}, "
 
     def launch(starts, ends, target, combine, per_group):
         count = starts.size
@@ -815,6 +818,9 @@ _SHIFTED_RESIDUAL = cupy.ElementwiseKernel(
     "y = __dsub_rn(__dmul_rn(rho, __dsub_rn(a, b)), lam);", "culorads_shifted_residual")
 _GATHER_VALUES = cupy.ElementwiseKernel(
     "raw float64 t, I g, float64 weight", "float64 out", "out = weight * t[g];", "culorads_gather_values")
+_GATHER_ROWS = cupy.ElementwiseKernel(
+    "raw T v, raw I index, int64 width", "F out", "out = (F)v[index[i / width] * width + i % width];",
+    "culorads_gather_rows")
 _SCALE_ADD = cupy.ElementwiseKernel(
     "float64 a, float64 y, float64 b", "float64 x", "x = __dadd_rn(__dmul_rn(a, x), __dmul_rn(b, y));",
     "culorads_scale_add")
@@ -1145,6 +1151,14 @@ class GpuKernels(RowSpace):
     def gather_values(t, gather, weight):
         """weight * t[gather]."""
         return _GATHER_VALUES(t, gather, float(weight))
+
+    @staticmethod
+    def gather_rows(V, index, dtype):
+        """The rows ``index`` of V (C-ordered) in a new array of ``dtype``, rounded in the same pass."""
+        out = cupy.empty((index.size,) + V.shape[1:], dtype)
+        if out.size:
+            _GATHER_ROWS(cupy.ascontiguousarray(V), index, np.int64(out.size // index.size), out)
+        return out
 
     @staticmethod
     def scale_add(x, a, y, b):

@@ -64,6 +64,7 @@ class Kernels(Protocol):
     def advance(self, R, D, tau, Avals, AW): ...
     def shifted_residual(self, Avals, b, lam, rho): ...
     def gather_values(self, t, gather, weight): ...
+    def gather_rows(self, V, index, dtype): ...
     def scale_add(self, x, a, y, b): ...
     def cg_step(self, x, r, p, Ap, rr, pAp) -> None: ...
     def cg_direction(self, p, r, rr_new, rr) -> None: ...
@@ -115,6 +116,21 @@ class RowSpace:
     def combine(self, coefficients, vectors):
         """coefficients @ vectors for host ``coefficients`` (a q-vector or a p x q array) and q stored vectors."""
         return self.xp.asarray(coefficients) @ vectors
+
+    def gram(self, vectors) -> np.ndarray:
+        """The Gram matrix of ``vectors`` (row-space arrays of one shape, at most 9), from one pass, on the host
+        (synchronises)."""
+        count = len(vectors)
+        upper = self.lbfgs_gram(vectors, self.xp.empty(count * (count + 1) // 2))
+        return symmetric_from_upper(upper.get() if self.xp is not np else upper, count)
+
+
+def symmetric_from_upper(upper: np.ndarray, count: int) -> np.ndarray:
+    """The symmetric count x count matrix whose upper triangle, row by row, is ``upper``."""
+    matrix = np.empty((count, count))
+    rows, cols = np.triu_indices(count)
+    matrix[rows, cols] = matrix[cols, rows] = upper
+    return matrix
 
 
 class CpuKernels(RowSpace):
@@ -260,6 +276,12 @@ class CpuKernels(RowSpace):
         if weight != 1.0:
             data *= weight
         return data
+
+    @staticmethod
+    def gather_rows(V, index, dtype):
+        """The rows ``index`` of V in a new C-ordered array of ``dtype`` (rounded when narrower). Not np.take with a
+        float32 ``out``: NumPy 2 then warns of invalid values in the cast of finite ones."""
+        return np.take(V, index, axis=0).astype(dtype, copy=False)
 
     @staticmethod
     def scale_add(x, a, y, b):

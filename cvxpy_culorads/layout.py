@@ -254,6 +254,8 @@ def _stacked_terms(offsets, terms) -> tuple[tuple[np.ndarray, np.ndarray, np.nda
 class CompressedOperator:
     """The problem's data on one backend, in the column-compressed layout described above."""
 
+    rounds_halo = False  # see rounded_objective_times
+
     def __init__(self, problem, backend, rescale: bool = False, layout: BlockLayout | None = None):
         self.backend = backend
         self.kernels = kernels_for(backend)
@@ -390,6 +392,11 @@ class CompressedOperator:
         if self.objective_terms is not None:
             out += self.objective_terms.times(self.objective_weights, V)
         return out
+
+    def rounded_objective_times(self, V, out=None):
+        """C V where a split operator may round the halo rows it exchanges (``sharding.ShardedSpheresOperator``); on
+        one device there is no halo, so the exact product (``rounds_halo`` is False)."""
+        return self.objective_times(V, out=out)
 
     def objective(self, R):
         """<C, R R'> = <R, C R> (a device scalar)."""

@@ -33,7 +33,7 @@ import scipy.sparse as sp
 from scipy.sparse.csgraph import reverse_cuthill_mckee
 
 from .backend import Backend, gpu_available, select_backend
-from .kernels import CpuKernels, kernels_for, lbfgs_coefficients
+from .kernels import CpuKernels, kernels_for, lbfgs_coefficients, symmetric_from_upper
 from .layout import absolute_row_sums, gershgorin_radii
 from .problem import BlockCoefficients, SDPProblem
 from .state import initial_rows, widen_factor
@@ -278,9 +278,13 @@ class NcclCommunicator:
     def start_exchange(self, transfers):
         """Posts the grouped sends and receives on each device's side stream, after the work already queued on its
         current stream (which wrote the send buffers); the handle's ``wait`` makes the current streams wait for them.
-        The buffers come from the current streams' pools and stay referenced by the caller until after ``wait``."""
+        The buffers come from the current streams' pools: the handle holds them until ``wait`` has queued that, for
+        a buffer freed earlier goes back to its stream's pool at once, where the next allocation may take it while
+        NCCL still sends from it (two H100, single-precision halos: the iterates went wrong until the handle held
+        the buffers)."""
         import cupy
         nccl = self.nccl
+        types = {np.dtype(np.float64): nccl.NCCL_FLOAT64, np.dtype(np.float32): nccl.NCCL_FLOAT32}
         involved = sorted({shard for source, _, target, _ in transfers for shard in (source, target)})
         for shard in involved:
             with cupy.cuda.Device(self.device_ids[shard]):
@@ -288,30 +292,31 @@ class NcclCommunicator:
         nccl.groupStart()
         for source, send, target, receive in transfers:
             with cupy.cuda.Device(self.device_ids[source]):
-                self.comms[source].send(send.data.ptr, send.size, nccl.NCCL_FLOAT64, target, self.side[source].ptr)
+                self.comms[source].send(send.data.ptr, send.size, types[send.dtype], target, self.side[source].ptr)
             with cupy.cuda.Device(self.device_ids[target]):
-                self.comms[target].recv(receive.data.ptr, receive.size, nccl.NCCL_FLOAT64, source,
+                self.comms[target].recv(receive.data.ptr, receive.size, types[receive.dtype], source,
                                         self.side[target].ptr)
         nccl.groupEnd()
         done = []
         for shard in involved:
             with cupy.cuda.Device(self.device_ids[shard]):
                 done.append((shard, self.side[shard].record()))
-        return _Posted(self.device_ids, done)
+        return _Posted(self.device_ids, done, transfers)
 
 
 class _Posted:
     """The handle of an exchange posted on the side streams: ``wait`` queues, on each device's current stream, a wait
-    for its part (the host does not block)."""
+    for its part (the host does not block), and only then lets the exchange's buffers go."""
 
-    def __init__(self, device_ids, done):
-        self.device_ids, self.done = device_ids, done
+    def __init__(self, device_ids, done, transfers):
+        self.device_ids, self.done, self.transfers = device_ids, done, transfers
 
     def wait(self) -> None:
         import cupy
         for shard, event in self.done:
             with cupy.cuda.Device(self.device_ids[shard]):
                 cupy.cuda.get_current_stream().wait_event(event)
+        self.transfers = None
 
 
 class Shards:
@@ -457,10 +462,17 @@ class ShardedMatrix:
     """Shard s's rows of a symmetric matrix as two CSR matrices: ``own[s]`` over the shard's own rows (local
     numbering) and ``halo[s]`` over its halo (``exchange.halo_rows[s]``, global rows ascending; None for an empty
     halo), so that a product runs on the own rows while the halo rows are in transit, and adds the halo's part when
-    they have arrived."""
+    they have arrived. The halo rows travel as ``halo_dtype`` (float32 rounds them: half the bytes, and a relative
+    error of at most 2^-24 on each term of the halo's part)."""
 
-    def __init__(self, own: list, halo: list, exchange: HaloExchange, shape: tuple[int, int]):
+    def __init__(self, own: list, halo: list, exchange: HaloExchange, shape: tuple[int, int],
+                 halo_dtype=np.float64):
         self.own, self.halo, self.exchange, self.shape = own, halo, exchange, shape
+        self.halo_dtype = np.dtype(halo_dtype)
+
+    def with_halo_dtype(self, halo_dtype) -> ShardedMatrix:
+        """The same matrix (its parts shared) with its halo rows travelling as ``halo_dtype``."""
+        return ShardedMatrix(self.own, self.halo, self.exchange, self.shape, halo_dtype)
 
     def __getitem__(self, key) -> ShardedMatrix:
         if not all(_whole(k, self.shape[0]) for k in key):
@@ -500,17 +512,18 @@ class HaloExchange:
                         self.send[t][s] = shards.backend.xp.asarray(halo_rows[s][start:stop] - lo)
             self.receive.append(slices)
 
-    def start(self, V: ShardedRows):
-        """Starts moving each shard's halo rows of V into a buffer of its own: returns (the buffers, the exchange's
-        handle); the buffers hold the rows once ``handle.wait()`` was called (in stream order on GPUs)."""
+    def start(self, V: ShardedRows, dtype=np.float64):
+        """Starts moving each shard's halo rows of V, as ``dtype``, into a buffer of its own: returns (the buffers,
+        the exchange's handle); the buffers hold the rows once ``handle.wait()`` was called (in stream order on
+        GPUs)."""
         shards, xp = self.shards, self.shards.backend.xp
         buffers, sends = [], {}
         for s in range(shards.k):
             with shards.on(s):
                 own = V.parts[s]
-                buffers.append(xp.empty((self.halo_rows[s].size,) + own.shape[1:]))
+                buffers.append(xp.empty((self.halo_rows[s].size,) + own.shape[1:], dtype))
                 for target, index in self.send[s].items():
-                    sends[s, target] = xp.take(own, index, axis=0)
+                    sends[s, target] = shards.kernels[s].gather_rows(own, index, dtype)
         transfers = [(source, sends[source, s], s, buffers[s][where])
                      for s in range(shards.k) for source, where in self.receive[s].items()]
         return buffers, shards.communicator.start_exchange(transfers)
@@ -590,9 +603,10 @@ class ShardedKernels:
 
     # ------------------------------------------------------------------ sparse products
     def csr_matmul(self, matrix: ShardedMatrix, V, out=None, alpha=1.0, addend=None, beta=0.0):
-        """The own rows' product while the halo is exchanged, then the halo's part added in place."""
+        """The own rows' product while the halo is exchanged (as ``matrix.halo_dtype``), then the halo's part added
+        in place."""
         shards = self.shards
-        buffers, pending = matrix.exchange.start(V)
+        buffers, pending = matrix.exchange.start(V, matrix.halo_dtype)
         out = self.empty_like(V) if out is None else out
         for s in range(shards.k):
             with shards.on(s):
@@ -617,16 +631,17 @@ class ShardedKernels:
         the recursion on the host, and each shard's combination in one pass."""
         shards = self.shards
         vectors = [G] + [v for pair in pairs for v in pair]
-        count = len(vectors)
+        coefficients, products[0], products[1] = lbfgs_coefficients(self.gram(vectors))
+        return shards.map(lambda s, *parts: shards.kernels[s].lbfgs_combine(
+            parts, shards.backend.xp.asarray(coefficients)), *vectors)
+
+    def gram(self, vectors) -> np.ndarray:
+        """The Gram matrix of ``vectors`` on the host: each shard's part in one pass, one all-reduce."""
+        shards, count = self.shards, len(vectors)
         upper = self._reduced(shards.each(
             lambda s, *parts: shards.kernels[s].lbfgs_gram(parts, shards.backend.xp.empty(count * (count + 1) // 2)),
             *vectors))
-        gram = np.empty((count, count))
-        rows, cols = np.triu_indices(count)
-        gram[rows, cols] = gram[cols, rows] = upper
-        coefficients, products[0], products[1] = lbfgs_coefficients(gram)
-        return shards.map(lambda s, *parts: shards.kernels[s].lbfgs_combine(
-            parts, shards.backend.xp.asarray(coefficients)), *vectors)
+        return symmetric_from_upper(upper, count)
 
     # ------------------------------------------------------------------ Lanczos
     def lanczos_extend(self, basis, j, w, projection, complement):
@@ -750,9 +765,11 @@ class ShardedSpheresOperator:
     exchanged, sym(U V') on the diagonal (the positions the constraints touch), A(X), A*(y) V, the dual slack as a
     :class:`ShardedMatrix` for the eigensolver, the start and the widening of the factor shard by shard."""
 
-    def __init__(self, problem, backend: ShardedBackend, rescale: bool, layout, built: list | None = None):
+    def __init__(self, problem, backend: ShardedBackend, rescale: bool, layout, built: list | None = None,
+                 halo_precision: str = "double"):
         """``built``: a list holding ``problem``'s objective matrix when it was built already (``RowOrder.decide``),
-        taken from it here; otherwise it is built."""
+        taken from it here; otherwise it is built. ``halo_precision``: that of the halo rows in
+        :meth:`rounded_objective_times` (``Settings.halo_precision``)."""
         if len(layout.sizes) != 1 or layout.n_lp or problem.A_low_rank[0].size or problem.C_low_rank[0] is not None:
             raise ValueError(SHARDED_PROBLEMS_MESSAGE)
         n, coeff = layout.n_rows, problem.A_coords[0]
@@ -783,6 +800,8 @@ class ShardedSpheresOperator:
                 self._con.append(xp.asarray(row_con[lo:hi]))
                 self._coef.append(xp.asarray(row_coef[lo:hi]))
         self.C = ShardedMatrix(own, halo, HaloExchange(shards, halo_rows), (n, n))
+        self.rounds_halo = halo_precision == "single"
+        self.rounded_C = self.C.with_halo_dtype(np.float32 if self.rounds_halo else np.float64)
 
     # ------------------------------------------------------------------ rows
     def split(self, array) -> ShardedRows:
@@ -824,6 +843,11 @@ class ShardedSpheresOperator:
 
     def objective_times(self, V, out=None):
         return self.kernels.csr_matmul(self.C, V, out=out)
+
+    def rounded_objective_times(self, V, out=None):
+        """C V with the halo rows exchanged in single precision when ``rounds_halo``: for the Riemannian phase's
+        trial points, never for a measurement or a certificate."""
+        return self.kernels.csr_matmul(self.rounded_C, V, out=out)
 
     def objective(self, R) -> float:
         return self.kernels.inner(R, self.objective_times(R))

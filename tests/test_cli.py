@@ -105,6 +105,11 @@ def test_gpus_splits_the_problem(tmp_path, capsys):
     renumbered = json.loads(capsys.readouterr().out)
     assert "renumbered" in renumbered["message"] and renumbered["status"] == "optimal"
     assert renumbered["sdpa_objective"] == pytest.approx(one["sdpa_objective"], rel=1e-5)
+    assert main([str(graph), "--maxcut", "--device", "cpu", "--gpus", "2", "--halo-precision", "single",
+                 "--json"]) == 0
+    rounded = json.loads(capsys.readouterr().out)
+    assert rounded["status"] == "optimal"
+    assert rounded["sdpa_objective"] == pytest.approx(one["sdpa_objective"], rel=1e-5)
     assert main([str(graph), "--maxcut", "--gpus", "two"]) == 2
     assert "--gpus must be a count or GPU ids" in capsys.readouterr().err
 

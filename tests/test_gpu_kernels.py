@@ -209,6 +209,34 @@ def test_csr_matmul_vector_and_noncontiguous():
     assert _rel(GpuKernels.csr_matmul(G, Vf), A @ V) <= RTOL
 
 
+@pytest.mark.parametrize("r", [1, 5, 33, 65])
+def test_csr_matmul_reads_a_single_precision_factor(r):
+    # the halo part of a sharded product multiplies rows received in single precision, accumulating in double
+    rng = np.random.default_rng(r)
+    A = scipy.sparse.random(3000, 2500, density=0.004, random_state=rng, format="csr").tolil()
+    A[7, :] = rng.standard_normal(2500)  # a row long enough to be split
+    A = A.tocsr()
+    V = rng.standard_normal((2500, r)).astype(np.float32)
+    W = rng.standard_normal((3000, r))
+    G = cupyx.scipy.sparse.csr_matrix(A)
+    exact = A @ V.astype(np.float64)
+    assert _rel(GpuKernels.csr_matmul(G, cp.asarray(V), out=_poison((3000, r))), exact) <= RTOL
+    got = GpuKernels.csr_matmul(G, cp.asarray(V), out=_poison((3000, r)), alpha=2.0, addend=cp.asarray(W), beta=1.0)
+    assert _rel(got, 2.0 * exact + W) <= RTOL
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("shape", [(1000,), (1000, 7)])
+def test_gather_rows(dtype, shape):
+    rng = np.random.default_rng(len(shape))
+    V = rng.standard_normal(shape)
+    index = np.sort(rng.choice(shape[0], 300, replace=False))
+    got = GpuKernels.gather_rows(cp.asarray(V), cp.asarray(index), dtype)
+    assert got.dtype == dtype
+    np.testing.assert_array_equal(cp.asnumpy(got), CpuKernels.gather_rows(V, index, dtype))
+    assert GpuKernels.gather_rows(cp.asarray(V), cp.asarray(index[:0]), dtype).shape == (0,) + shape[1:]
+
+
 def test_large_rows_and_entries():
     """A bigger case that spans many blocks: n = 200k, ~2M nonzeros, r = 8 and 24."""
     rng = np.random.default_rng(5)
