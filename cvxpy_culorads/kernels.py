@@ -117,21 +117,6 @@ class RowSpace:
         """coefficients @ vectors for host ``coefficients`` (a q-vector or a p x q array) and q stored vectors."""
         return self.xp.asarray(coefficients) @ vectors
 
-    def gram(self, vectors) -> np.ndarray:
-        """The Gram matrix of ``vectors`` (row-space arrays of one shape, at most 9), from one pass, on the host
-        (synchronises)."""
-        count = len(vectors)
-        upper = self.lbfgs_gram(vectors, self.xp.empty(count * (count + 1) // 2))
-        return symmetric_from_upper(upper.get() if self.xp is not np else upper, count)
-
-
-def symmetric_from_upper(upper: np.ndarray, count: int) -> np.ndarray:
-    """The symmetric count x count matrix whose upper triangle, row by row, is ``upper``."""
-    matrix = np.empty((count, count))
-    rows, cols = np.triu_indices(count)
-    matrix[rows, cols] = matrix[cols, rows] = upper
-    return matrix
-
 
 class CpuKernels(RowSpace):
     """NumPy/SciPy implementations (also the reference for the GPU kernels)."""

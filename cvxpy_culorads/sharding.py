@@ -33,7 +33,7 @@ import scipy.sparse as sp
 from scipy.sparse.csgraph import reverse_cuthill_mckee
 
 from .backend import Backend, gpu_available, select_backend
-from .kernels import CpuKernels, kernels_for, lbfgs_coefficients, symmetric_from_upper
+from .kernels import CpuKernels, kernels_for, lbfgs_coefficients
 from .layout import absolute_row_sums, gershgorin_radii
 from .problem import BlockCoefficients, SDPProblem
 from .state import initial_rows, widen_factor
@@ -636,12 +636,16 @@ class ShardedKernels:
             parts, shards.backend.xp.asarray(coefficients)), *vectors)
 
     def gram(self, vectors) -> np.ndarray:
-        """The Gram matrix of ``vectors`` on the host: each shard's part in one pass, one all-reduce."""
+        """The Gram matrix of ``vectors`` on the host: each shard's part in one pass, one all-reduce (also the
+        Riemannian line search's products when the halo rows are rounded, which only a split operator does)."""
         shards, count = self.shards, len(vectors)
         upper = self._reduced(shards.each(
             lambda s, *parts: shards.kernels[s].lbfgs_gram(parts, shards.backend.xp.empty(count * (count + 1) // 2)),
             *vectors))
-        return symmetric_from_upper(upper, count)
+        gram = np.empty((count, count))
+        rows, cols = np.triu_indices(count)
+        gram[rows, cols] = gram[cols, rows] = upper
+        return gram
 
     # ------------------------------------------------------------------ Lanczos
     def lanczos_extend(self, basis, j, w, projection, complement):
