@@ -7,7 +7,7 @@ Usage::
 C is MaxCut's objective for ``graphs.random_regular_like(n, 4, seed=1)`` (the ``sparse`` suite; about 5 entries
 per row with the diagonal), V an n x r standard normal factor. For each r it times, with CUDA events over 10 calls:
 the whole product (``gpu_kernels.csr_matmul``, default knobs, or every ``loads`` x ``rows`` pair with ``--knobs``);
-the k shards' own parts and halo parts (``sharding._split_rows``, the halo part added into the own part's output as
+the k shards' own parts and halo parts (``sharding.shard_matrices``, the halo part added into the own part's output as
 ``ShardedKernels.csr_matmul`` does), summed over the shards; the gathers of the rows a shard sends (``cupy.take``
 of as many rows as its halo has, from its own rows); and a copy of V for the device's bandwidth. Printed last, a
 table of milliseconds.
@@ -29,7 +29,7 @@ import cupy  # noqa: E402
 from cvxpy_culorads import gpu_kernels  # noqa: E402
 from cvxpy_culorads.backend import select_backend  # noqa: E402
 from cvxpy_culorads.models import maxcut_problem  # noqa: E402
-from cvxpy_culorads.sharding import _split_rows, shard_bounds  # noqa: E402
+from cvxpy_culorads.sharding import shard_bounds, shard_matrices  # noqa: E402
 
 from graphs import random_regular_like  # noqa: E402
 
@@ -56,15 +56,15 @@ def main(argv=None) -> int:
     parser.add_argument("--knobs", action="store_true", help="time every loads x rows pair of the whole product")
     args = parser.parse_args(argv)
     n, backend = int(float(args.n)), select_backend("gpu")
-    C = maxcut_problem(random_regular_like(n, 4, seed=1, device="gpu").get()).objective_matrix(0)
+    problem = maxcut_problem(random_regular_like(n, 4, seed=1, device="gpu").get())
+    C = problem.objective_matrix(0)
     whole = backend.csr(C)
-    bounds = shard_bounds(C, args.shards)
+    bounds = shard_bounds(np.diff(C.indptr), args.shards)
     shards = []
     for lo, hi in zip(bounds[:-1], bounds[1:]):
-        own, across, halo = _split_rows(C, int(lo), int(hi))
+        own, across, halo = shard_matrices(backend, problem.C_coords[0], n, int(lo), int(hi))
         sent = np.sort(np.random.default_rng(0).choice(hi - lo, min(halo.size, hi - lo), replace=False))
-        shards.append((int(lo), int(hi), backend.csr(own), backend.csr(across), cupy.asarray(halo),
-                       cupy.asarray(sent)))
+        shards.append((int(lo), int(hi), own, across, cupy.asarray(halo), cupy.asarray(sent)))
     print(f"n = {n:.3g}, {C.nnz / n:.2f} entries per row, {args.shards} shards, halo rows per shard "
           f"{[s[4].size for s in shards]}", flush=True)
     rows = []

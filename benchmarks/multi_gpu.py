@@ -35,7 +35,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from run import warm_up  # noqa: E402
+from run import WARM_UP_RANKS, warm_up  # noqa: E402
 
 import cvxpy_culorads as cl  # noqa: E402
 from cvxpy_culorads import riemannian  # noqa: E402
@@ -67,6 +67,17 @@ def _count_products() -> None:
     riemannian.RiemannianPhase.__init__ = counting
 
 
+def _warm_up_split(gpus: int, halos) -> None:
+    """Compile the split path's kernels (the halo part's product adds into its output, the L-BFGS Gram matrix and
+    combination are separate passes, single-precision halos) on every GPU before anything is timed, as ``warm_up``
+    does for one: on 2 x H200 the first split solve of rgg 2^24 took 59.0 ms per step over 200 steps, four more of the
+    same instance in the same process 51.3-51.5 (``results/h100x2_64f716f/README.md``)."""
+    small = maxcut_problem(random_regular_like(1200, 6, seed=1))
+    for rank in (None, *WARM_UP_RANKS):
+        for halo in halos:
+            cl.solve(small, device="gpu", devices=gpus, rank=rank, halo_precision=halo, max_iter=300)
+
+
 def _solve(problem, gpus: int, edges: int, args, halo: str = "double") -> dict:
     PRODUCTS[0] = 0
     result = cl.solve(problem, device="gpu", devices=gpus if gpus > 1 else None, rank=args.rank,
@@ -95,7 +106,7 @@ def _problem(graph: str, n: int):
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", default="1e6,1e7", help="vertex counts, comma-separated")
+    parser.add_argument("--sizes", default="1e6,1e7", help="vertex counts, comma-separated (empty: the weak pair only)")
     parser.add_argument("--gpus", type=int, default=2)
     parser.add_argument("--weak", type=float, default=None, help="vertices per GPU of the weak-scaling pair")
     parser.add_argument("--steps", type=int, default=None, help="stop every solve after this many steps")
@@ -111,9 +122,9 @@ def main(argv=None) -> int:
     halos = args.halo_precision.split(",")
     _count_products()
     warm_up(select_backend("gpu"))
-    cl.solve(maxcut_problem(random_regular_like(1200, 6, seed=1)), device="gpu", devices=args.gpus, max_iter=300)
+    _warm_up_split(args.gpus, halos)
     rows = []
-    for n in (int(float(size)) for size in args.sizes.split(",")):
+    for n in (int(float(size)) for size in args.sizes.split(",") if size):
         problem, edges = _problem(args.graph, n)
         single = None if args.split_only else _solve(problem, 1, edges, args)
         rows += [single] if single is not None else []

@@ -55,12 +55,15 @@ def solve_row(instance, problem, extra, profile: str, backend, args) -> dict:
     return row
 
 
+WARM_UP_RANKS = (1, 2, 3, 5, 9, 17, 33, 65, 129)  # a rank in each bucket of the GPU kernels' instantiations
+
+
 def warm_up(backend) -> None:
     """Compile the GPU kernels before anything is timed, as a compiled solver would have them: a GPU kernel is
     instantiated per rank bucket (lanes per factor row, columns per lane) and compiled by NVRTC on first use
     (~0.3 s each; 3.5 s on G1 without this), so small MaxCuts are solved from every bucket's rank, one of them
     large enough for the Lanczos path of the dual certificate; the Riemannian phase's kernels likewise."""
-    for n, rank, reopt in ((1200, None, 2), (800, None, 0), *((200, r, 2) for r in (1, 2, 3, 5, 9, 17, 33, 65, 129))):
+    for n, rank, reopt in ((1200, None, 2), (800, None, 0), *((200, r, 2) for r in WARM_UP_RANKS)):
         for riemannian in (False, True):
             cl.solve(maxcut_problem(random_regular_like(n, 6, seed=1)), device=backend.name, rank=rank,
                      max_iter=300, reopt_level=reopt, riemannian=riemannian)

@@ -176,8 +176,7 @@ def _criteria(criterion: str, errors: Errors, certified_gap: float | None) -> di
 class _Run:
     """The state of one call of :func:`solve`: limits, counters and the log."""
 
-    def __init__(self, problem, settings: Settings, built: list | None = None):
-        """``built``: see :func:`_solve_scaled`."""
+    def __init__(self, problem, settings: Settings):
         self.problem, self.settings = problem, settings
         self.start = time.perf_counter()
         self.deadline = self.start + settings.time_limit
@@ -210,7 +209,7 @@ class _Run:
         fitting = fitting_rank(problem, layout, widest, narrowest, self.backend)
         self.rank_capped = fitting < widest
         initial = [min(r, fitting) for r in initial]
-        self.op = (ShardedSpheresOperator(problem, self.backend, settings.l2_rescaling, layout, built,
+        self.op = (ShardedSpheresOperator(problem, self.backend, settings.l2_rescaling, layout,
                                           settings.halo_precision) if sharded
                    else CompressedOperator(problem, self.backend, rescale=settings.l2_rescaling, layout=layout))
         if sharded and layout.n_rows <= DENSE_LIMIT:
@@ -417,11 +416,11 @@ def solve(problem, settings: Settings | None = None, **options) -> Result:
     if settings.device_count == 1:
         return _solve_scaled(problem, settings)
     start = time.perf_counter()
-    order, built = RowOrder.decide(problem, settings)
+    order = RowOrder.of(problem, settings)
     renumbered = problem if order is None else order.apply(problem)
     spent = time.perf_counter() - start  # part of the solve: the time limit and the times reported include it
     result = _solve_scaled(renumbered, dataclasses.replace(
-        settings, time_limit=max(settings.time_limit - spent, RENUMBERING_LEFTOVER)), built)
+        settings, time_limit=max(settings.time_limit - spent, RENUMBERING_LEFTOVER)))
     result = dataclasses.replace(result, solve_time=result.solve_time + spent, setup_time=result.setup_time + spent)
     if order is None:
         return result
@@ -429,14 +428,11 @@ def solve(problem, settings: Settings | None = None, **options) -> Result:
                                message="; ".join(filter(None, [result.message, order.describe()])))
 
 
-def _solve_scaled(problem, settings: Settings, built: list | None = None) -> Result:
-    """:func:`solve` of a problem in the order its shards take (``built``: its objective matrix for the sharded
-    operator, when ``RowOrder.decide`` built it; a rescaled problem builds its own)."""
+def _solve_scaled(problem, settings: Settings) -> Result:
+    """:func:`solve` of a problem in the order its shards take."""
     scaling = DiagonalScaling.of(problem)
     if scaling is None:
-        return _solve(_Run(problem, settings, built))
-    if built:
-        built.clear()  # the rescaled problem's C is another matrix: no frame keeps this one through the solve
+        return _solve(_Run(problem, settings))
     result = _solve(_Run(scaling.apply(problem), settings))
     rescaled = sum(d is not None for d in scaling.diagonals)
     return dataclasses.replace(result, factors=scaling.unscale_factors(result.factors),

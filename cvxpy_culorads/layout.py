@@ -43,8 +43,8 @@ import scipy.sparse as sp
 from .kernels import kernels_for
 from .state import initial_rows, widen_factor
 
-__all__ = ["CompressedOperator", "BlockLayout", "FactoredTerms", "LowRankUpdate", "gershgorin_radii",
-           "prepare_products", "symmetric_times"]
+__all__ = ["CompressedOperator", "BlockLayout", "FactoredTerms", "LowRankUpdate", "coordinate_csr", "gershgorin_radii",
+           "index_type_for", "prepare_products", "sorted_unique", "symmetric_times"]
 
 DENSE_FACTOR_FILL = 0.25  # a factor of low-rank terms at least this full is kept dense (BLAS products)
 
@@ -72,12 +72,20 @@ class BlockLayout:
         return cls(sizes, offsets, problem.n_lp, int(sum(sizes)), touching)
 
 
-def _csr(backend, rows, cols, vals, shape, index_dtype):
-    """A CSR matrix of the backend from unique coordinates (in any order)."""
+def index_type_for(largest: int):
+    """int32 for indices and offsets up to ``largest`` where it fits (cupyx.scipy.sparse has no other), else int64."""
+    return np.int32 if largest < np.iinfo(np.int32).max else np.int64
+
+
+def coordinate_csr(backend, rows, cols, vals, shape, index_dtype):
+    """A CSR matrix of the backend from unique coordinates (in any order), each row's entries by column."""
     xp = backend.xp
-    order = xp.argsort(rows.astype(np.int64) * shape[1] + cols)  # 64-bit keys: n^2 overflows int32
-    rows, cols, vals = rows[order], cols[order], vals[order]
-    indptr = xp.searchsorted(rows, xp.arange(shape[0] + 1))
+    # 64-bit keys (n^2 overflows int32), unique, so any sort gives the same order; NumPy's stable one (timsort) is
+    # the fastest where keys come in sorted runs, as a row-major lower triangle does (CuPy's sorts are all stable)
+    order = xp.argsort(rows.astype(np.int64) * shape[1] + cols, kind="stable")
+    cols, vals = cols[order], vals[order]
+    counts = xp.bincount(rows, minlength=shape[0]) if rows.size else xp.zeros(shape[0], np.int64)
+    indptr = xp.concatenate([xp.zeros(1, counts.dtype), xp.cumsum(counts)])
     if max(shape[1], int(indptr[-1])) >= np.iinfo(np.int32).max and backend.is_gpu:
         raise ValueError(f"a sparse operator of shape {shape} with {int(indptr[-1])} nonzeros needs 64-bit "
                          "indices, which cupyx.scipy.sparse does not support")
@@ -97,7 +105,7 @@ def _symmetric_csr(backend, rows, cols, vals, n: int, index_dtype):
     """The symmetric n x n CSR matrix with the lower-triangle entries (rows >= cols) given."""
     xp = backend.xp
     off = xp.flatnonzero(rows != cols)
-    return _csr(backend, xp.concatenate([rows, cols[off]]), xp.concatenate([cols, rows[off]]),
+    return coordinate_csr(backend, xp.concatenate([rows, cols[off]]), xp.concatenate([cols, rows[off]]),
                 xp.concatenate([vals, vals[off]]), (n, n), index_dtype)
 
 
@@ -298,7 +306,7 @@ class CompressedOperator:
         c_rows, c_cols, c_vals, a_cons, a_rows, a_cols, a_vals = (
             xp.asarray(v) for v in (c_rows, c_cols, c_vals, a_cons, a_rows, a_cols, a_vals))
         key = lambda r, c: r * n_rows + c  # noqa: E731  (a position's sort key, row-major)
-        idx = self._index_dtype(max(n_rows, 2 * c_vals.size, 2 * a_vals.size))  # symmetric patterns
+        idx = index_type_for(max(n_rows, 2 * c_vals.size, 2 * a_vals.size))  # symmetric patterns
         self.C = _symmetric_csr(backend, c_rows, c_cols, c_vals, n_rows, idx)
         del c_rows, c_cols, c_vals
         objective_terms, objective_weights = _stacked_terms(layout.offsets, problem.C_low_rank)
@@ -318,9 +326,9 @@ class CompressedOperator:
         sampled = self.positions + term_count
         term_con, term_weights = xp.asarray(term_con), xp.asarray(term_weights)
         term_pos = self.positions + xp.arange(term_count)
-        self.A_fold = _csr(backend, xp.concatenate([a_cons, term_con]), xp.concatenate([a_pos, term_pos]),
+        self.A_fold = coordinate_csr(backend, xp.concatenate([a_cons, term_con]), xp.concatenate([a_pos, term_pos]),
                            xp.concatenate([a_vals * fold[a_pos], term_weights]), (self.m, sampled), idx)
-        self.At_raw = _csr(backend, xp.concatenate([a_pos, term_pos]), xp.concatenate([a_cons, term_con]),
+        self.At_raw = coordinate_csr(backend, xp.concatenate([a_pos, term_pos]), xp.concatenate([a_cons, term_con]),
                            xp.concatenate([a_vals, term_weights]), (sampled, self.m), idx)
         del a_cons, a_pos, a_vals, fold
         # w_p = sum_i A_fold[i, p]^2 per position, for phase II's preconditioner when every A_i is diagonal
@@ -335,10 +343,6 @@ class CompressedOperator:
         # position in Omega_A of each entry (exact in float64), then the low-rank columns' entries
         self.S_gather = xp.concatenate([self.S.data.astype(idx), term_pos.astype(idx)])
         self.b = xp.asarray(problem.b) / self.row_scale
-
-    @staticmethod
-    def _index_dtype(largest: int):
-        return np.int32 if largest < np.iinfo(np.int32).max else np.int64
 
     # ------------------------------------------------------------------ row-space arrays
     def split(self, array):

@@ -496,7 +496,7 @@ class SDPProblem:
     def C_norm_1(self) -> float:
         """Sum of |entries| of all C_k (full symmetric matrices) plus ||c_lp||_1; low-rank terms add the bound of
         :meth:`LowRank.abs_sum_bound` (exact for one column, as theta's J)."""
-        full = sum(float((np.where(r == c, 1.0, 2.0) * np.abs(v)).sum()) for r, c, v in self.C_coords)
+        full = sum(2.0 * float(np.abs(v).sum()) - float(np.abs(v[r == c]).sum()) for r, c, v in self.C_coords)
         terms = sum(t.abs_sum_bound() for t in self.C_low_rank if t is not None)
         return full + terms + float(np.abs(self.c_lp).sum())
 

@@ -34,7 +34,7 @@ from scipy.sparse.csgraph import reverse_cuthill_mckee
 
 from .backend import Backend, gpu_available, select_backend
 from .kernels import CpuKernels, kernels_for, lbfgs_coefficients
-from .layout import absolute_row_sums, gershgorin_radii
+from .layout import absolute_row_sums, coordinate_csr, gershgorin_radii, index_type_for
 from .problem import BlockCoefficients, SDPProblem
 from .state import initial_rows, widen_factor
 
@@ -48,11 +48,13 @@ SHARDED_PROBLEMS_MESSAGE = ("devices > 1 solves, for now, problems on a product 
 
 
 HALO_SHARE_KEPT = 0.1  # shard_order="auto" keeps the given order while each shard's halo is within this share of it
+BUILD_CHUNK = 1 << 25  # coordinates (24 bytes each) moved to a device at a time while its shard's rows are picked
 
 
-def shard_bounds(C, k: int) -> np.ndarray:
-    """The bounds of k shards of the rows of the CSR matrix ``C``: rows plus nonzeros balanced."""
-    return balanced_bounds(1.0 + np.diff(C.indptr), k)
+def shard_bounds(row_counts: np.ndarray, k: int) -> np.ndarray:
+    """The bounds of k shards of the rows of a matrix with ``row_counts`` entries per row: rows plus nonzeros
+    balanced."""
+    return balanced_bounds(1.0 + row_counts, k)
 
 
 def halo_of(C, lo: int, hi: int) -> np.ndarray:
@@ -61,16 +63,17 @@ def halo_of(C, lo: int, hi: int) -> np.ndarray:
     return _referenced(columns[(columns < lo) | (columns >= hi)], C.shape[0])
 
 
-def _referenced(columns: np.ndarray, n: int) -> np.ndarray:
-    """The distinct entries of ``columns`` (indices below n), ascending: a flag per row, O(n + entries)."""
-    flags = np.zeros(n, dtype=bool)
+def _referenced(columns, n: int, xp=np):
+    """The distinct entries of ``columns`` (indices below n, an array of ``xp``), ascending: a flag per row,
+    O(n + entries)."""
+    flags = xp.zeros(n, dtype=bool)
     flags[columns] = True
-    return np.flatnonzero(flags)
+    return xp.flatnonzero(flags)
 
 
 def halo_share(C, k: int) -> float:
     """The largest share, over k shards of ``C``'s rows (:func:`shard_bounds`), of a shard's halo in its rows."""
-    bounds = shard_bounds(C, k)
+    bounds = shard_bounds(np.diff(C.indptr), k)
     return max(halo_of(C, lo, hi).size / max(hi - lo, 1) for lo, hi in zip(bounds[:-1], bounds[1:]))
 
 
@@ -92,31 +95,24 @@ class RowOrder:
         """The renumbering a sharded solve of ``problem`` gets, or None: one device, ``shard_order="given"``, a problem
         the sharded operator does not take (it says why), or, with ``"auto"``, a given order whose halo is already
         within ``HALO_SHARE_KEPT``, or one whose halo a renumbering would not halve (predicted from one breadth-first
-        search before reverse Cuthill-McKee runs, then checked on its result)."""
-        return cls.decide(problem, settings)[0]
-
-    @classmethod
-    def decide(cls, problem: SDPProblem, settings) -> tuple[RowOrder | None, list]:
-        """:meth:`of`'s answer and the objective matrix its checks built, in the numbering the shards take, as a list
-        of at most one for :class:`ShardedSpheresOperator` to take (``pop``): building C is half the check's time
-        (2.2 of 4.5 s at n = 1e7 on two cores), and a list emptied by its taker leaves no frame holding the host
-        copy (6 GB at n = 1e8) through the solve."""
+        search before reverse Cuthill-McKee runs, then checked on its result). The checks build C on the host; the
+        shards build their own parts on their devices (:func:`shard_matrices`)."""
         k = settings.device_count
         if k <= 1 or settings.shard_order == "given" or problem.num_blocks != 1 or problem.n_lp \
                 or problem.has_low_rank or problem.block_sizes[0] <= k:
-            return None, []
+            return None
         C = problem.objective_matrix(0)
         before = halo_share(C, k)
         auto = settings.shard_order == "auto"
         if auto and (before <= HALO_SHARE_KEPT or _predicted_halo_share(C, k, before / 2) > before / 2):
-            return None, [C]
+            return None
         order = reverse_cuthill_mckee(C, symmetric_mode=True).astype(np.int64)
         renumbered = _renumbered(C, _inverse(order))
         del C
         after = halo_share(renumbered, k)
         if auto and after > before / 2:
-            return None, []
-        return cls(order, before, after), [renumbered]
+            return None
+        return cls(order, before, after)
 
     def apply(self, problem: SDPProblem) -> SDPProblem:
         """The problem with its rows renumbered."""
@@ -166,24 +162,41 @@ def _predicted_halo_share(C, k: int, enough: float = math.inf) -> float:
     return 0.0 if 2 * reached < n else 2.0 * largest * k / n
 
 
-def _split_rows(C, lo: int, hi: int):
-    """The CSR matrix ``C``'s rows lo..hi-1 as (their own columns, their halo columns, the halo rows): two CSR
-    matrices over the local numbering of [lo, hi) and over :func:`halo_of`'s rows, each row's entries kept in order."""
-    start, stop = int(C.indptr[lo]), int(C.indptr[hi])
-    columns, values = C.indices[start:stop], C.data[start:stop]
-    inside = (columns >= lo) & (columns < hi)
+def symmetric_row_counts(rows: np.ndarray, cols: np.ndarray, n: int) -> np.ndarray:
+    """Entries per row of the symmetric n x n matrix whose lower triangle has the unique coordinates (rows, cols)."""
+    return np.bincount(rows, minlength=n) + np.bincount(cols[rows != cols], minlength=n)
+
+
+def shard_matrices(backend: Backend, coords, n: int, lo: int, hi: int):
+    """Rows lo..hi-1 of the symmetric n x n matrix whose lower triangle has the unique host coordinates ``coords``
+    (rows, cols, vals), built on the current device: (their own columns, their halo columns, the halo rows), two CSR
+    matrices of ``backend`` over the local numbering of [lo, hi) and over the halo rows (every outside row these rows
+    reference, ascending, on the host), each row's entries by column. The coordinates travel in chunks of
+    ``BUILD_CHUNK`` and only this shard's entries stay on the device, so no device (and not the host) ever holds the
+    whole matrix: at n = 1e8 building it on the host and splitting it there took most of a minute."""
+    xp = backend.xp
+    local, column, value = [], [], []
+    for start in range(0, coords[0].size, BUILD_CHUNK):
+        r, c, v = (xp.asarray(a[start:start + BUILD_CHUNK]) for a in coords)
+        lower = (r >= lo) & (r < hi)  # entries of the lower triangle in these rows, and the mirrors of the others
+        mirrored = (c >= lo) & (c < hi) & (r != c)
+        local += [r[lower] - lo, c[mirrored] - lo]
+        column += [c[lower], r[mirrored]]
+        value += [v[lower], v[mirrored]]
+    local, column, value = (xp.concatenate(parts) if parts else xp.empty(0, dtype)
+                            for parts, dtype in ((local, np.int64), (column, np.int64), (value, np.float64)))
+    size = hi - lo
+    inside = (column >= lo) & (column < hi)
     outside = ~inside
-    # a count of booleans in 32 bits where it fits: numpy's cumsum of a bool array casts per element, 10x slower
-    count_type = np.int32 if stop - start < np.iinfo(np.int32).max else np.int64
-    row_starts = C.indptr[lo:hi + 1] - start
-    before = np.concatenate([[0], np.cumsum(inside.view(np.int8), dtype=count_type)])[row_starts]  # inside entries
-    across_columns = columns[outside]
-    halo = _referenced(across_columns, C.shape[0])
-    position = np.empty(C.shape[0], count_type)  # a halo row's place in the halo buffer (ascending global order)
-    position[halo] = np.arange(halo.size, dtype=count_type)
-    own = sp.csr_array((values[inside], columns[inside] - lo, before), shape=(hi - lo,) * 2)
-    across = sp.csr_array((values[outside], position[across_columns], row_starts - before), shape=(hi - lo, halo.size))
-    return own, across, halo
+    across_columns = column[outside]
+    halo = _referenced(across_columns, n, xp)
+    index_type = index_type_for(max(size, halo.size, value.size))
+    position = xp.empty(n, index_type)  # a halo row's place in the halo buffer
+    position[halo] = xp.arange(halo.size, dtype=index_type)
+    own = coordinate_csr(backend, local[inside], column[inside] - lo, value[inside], (size, size), index_type)
+    across = coordinate_csr(backend, local[outside], position[across_columns], value[outside], (size, halo.size),
+                            index_type)
+    return own, across, backend.to_host(halo)
 
 
 def _inverse(order: np.ndarray) -> np.ndarray:
@@ -769,11 +782,9 @@ class ShardedSpheresOperator:
     exchanged, sym(U V') on the diagonal (the positions the constraints touch), A(X), A*(y) V, the dual slack as a
     :class:`ShardedMatrix` for the eigensolver, the start and the widening of the factor shard by shard."""
 
-    def __init__(self, problem, backend: ShardedBackend, rescale: bool, layout, built: list | None = None,
-                 halo_precision: str = "double"):
-        """``built``: a list holding ``problem``'s objective matrix when it was built already (``RowOrder.decide``),
-        taken from it here; otherwise it is built. ``halo_precision``: that of the halo rows in
-        :meth:`rounded_objective_times` (``Settings.halo_precision``)."""
+    def __init__(self, problem, backend: ShardedBackend, rescale: bool, layout, halo_precision: str = "double"):
+        """``halo_precision``: that of the halo rows in :meth:`rounded_objective_times`
+        (``Settings.halo_precision``)."""
         if len(layout.sizes) != 1 or layout.n_lp or problem.A_low_rank[0].size or problem.C_low_rank[0] is not None:
             raise ValueError(SHARDED_PROBLEMS_MESSAGE)
         n, coeff = layout.n_rows, problem.A_coords[0]
@@ -782,8 +793,8 @@ class ShardedSpheresOperator:
         if not (coeff.row.size == n == problem.m and np.all(coeff.row == coeff.col) and np.all(counts == 1)
                 and np.bincount(coeff.row, minlength=n).max() == 1):
             raise ValueError(SHARDED_PROBLEMS_MESSAGE)
-        C = built.pop() if built else problem.objective_matrix(0)
-        self.shards = shards = backend.partition(shard_bounds(C, backend.count))
+        rows, cols, _ = coords = problem.C_coords[0]
+        self.shards = shards = backend.partition(shard_bounds(symmetric_row_counts(rows, cols, n), backend.count))
         self.kernels, xp = backend.kernel_set, backend.xp
         self.row_scale = float(np.median(np.abs(coeff.val))) if rescale else 1.0
         self.b = xp.asarray(problem.b) / self.row_scale
@@ -796,11 +807,11 @@ class ShardedSpheresOperator:
         self._con, self._coef = [], []
         for s in range(shards.k):
             lo, hi = shards.rows(s)
-            inner, across, shard_halo = _split_rows(C, lo, hi)
-            halo_rows.append(shard_halo)
             with shards.on(s):
-                own.append(backend.csr(inner))
-                halo.append(backend.csr(across) if shard_halo.size else None)
+                inner, across, shard_halo = shard_matrices(backend.base, coords, n, lo, hi)
+                own.append(inner)
+                halo.append(across if shard_halo.size else None)
+                halo_rows.append(shard_halo)
                 self._con.append(xp.asarray(row_con[lo:hi]))
                 self._coef.append(xp.asarray(row_coef[lo:hi]))
         self.C = ShardedMatrix(own, halo, HaloExchange(shards, halo_rows), (n, n))

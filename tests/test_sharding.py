@@ -247,34 +247,48 @@ def test_renumbered_shards_return_the_given_problems_answer(k):
 
 
 @pytest.mark.parametrize("graph", ["geometric", "cycle"])
-def test_the_order_check_hands_its_objective_matrix_to_the_operator(graph, monkeypatch):
-    # the geometric graph is renumbered, the cycle (already local) kept: C is built once either way
+def test_renumbered_and_kept_orders_solve_as_one_device(graph):
+    # the geometric graph is renumbered, the cycle (already local) kept
     W = _geometric_graph(3000, seed=8) if graph == "geometric" else sp.csr_array(
         sp.diags([np.ones(2999), np.ones(2999)], [-1, 1]))
     problem = maxcut_problem(W)
-    builds = []
-    build = SDPProblem.objective_matrix
-
-    def counted(self, k):
-        builds.append(self)
-        return build(self, k)
-    monkeypatch.setattr(SDPProblem, "objective_matrix", counted)
     split = solve(problem, device="cpu", devices=2)
-    assert len(builds) == 1 and split.status is Status.OPTIMAL
+    assert split.status is Status.OPTIMAL
     assert ("renumbered" in split.message) is (graph == "geometric")
-    monkeypatch.undo()
     one = solve(problem, device="cpu")
     assert split.primal_objective == pytest.approx(one.primal_objective, rel=1e-5)
 
 
+@pytest.mark.parametrize("chunk", [7, 1 << 25])
+def test_shard_matrices_are_the_rows_of_c_split_at_the_shard(chunk, device, monkeypatch):
+    # every shard's own and halo parts, built from the lower triangle in chunks, against slices of the whole matrix
+    monkeypatch.setattr(sharding, "BUILD_CHUNK", chunk)
+    path = sp.csr_array(sp.diags([np.full(59, 2.5), np.full(59, 2.5)], [-1, 1]))  # weights other than 1
+    problem = maxcut_problem(_graph(60, 4, seed=2) + path)
+    C = problem.objective_matrix(0).tocsr()
+    backend = select_backend(device)
+    for lo, hi in [(0, 60), (0, 17), (17, 41), (41, 60), (30, 30)]:
+        own, across, halo = sharding.shard_matrices(backend, problem.C_coords[0], 60, lo, hi)
+        rows = C[lo:hi]
+        outside = np.setdiff1d(np.arange(60), np.arange(lo, hi))
+        expected_halo = outside[np.abs(rows[:, outside]).sum(axis=0) > 0]
+        np.testing.assert_array_equal(halo, expected_halo)
+        for got, expected in ((own, rows[:, lo:hi]), (across, rows[:, expected_halo])):
+            got = sp.csr_array((backend.to_host(got.data), backend.to_host(got.indices), backend.to_host(got.indptr)),
+                               shape=got.shape)
+            assert got.shape == expected.shape and got.has_sorted_indices
+            np.testing.assert_array_equal(got.toarray(), expected.toarray())
+            assert got.nnz == expected.nnz  # no entry dropped or added (C's explicit entries, each once)
+
+
 def test_renumbering_counts_towards_the_time_limit(monkeypatch):
     problem = maxcut_problem(_geometric_graph(3000, seed=8))
-    renumber = RowOrder.decide
+    renumber = RowOrder.of
 
     def slow(*args):
         time.sleep(0.3)
         return renumber(*args)
-    monkeypatch.setattr(RowOrder, "decide", slow)
+    monkeypatch.setattr(RowOrder, "of", slow)
     result = solve(problem, device="cpu", devices=2, time_limit=0.2)
     assert result.status is Status.TIME_LIMIT
     assert result.solve_time >= result.setup_time >= 0.3 and "renumbered" in result.message
