@@ -71,7 +71,7 @@ def _warm_up_split(gpus: int, halos) -> None:
     """Compile the split path's kernels (the halo part's product adds into its output, the L-BFGS Gram matrix and
     combination are separate passes, single-precision halos) on every GPU before anything is timed, as ``warm_up``
     does for one: on 2 x H200 the first split solve of rgg 2^24 took 59.0 ms per step over 200 steps, four more of the
-    same instance in the same process 51.3-51.5 (``results/h100x2_64f716f/README.md``)."""
+    same instance in the same process 51.3-51.5 (``results/h100x2_6d08651/README.md``)."""
     small = maxcut_problem(random_regular_like(1200, 6, seed=1))
     for rank in (None, *WARM_UP_RANKS):
         for halo in halos:
