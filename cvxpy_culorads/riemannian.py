@@ -110,6 +110,7 @@ class RiemannianPhase:
         CR = self.times(st.R)
         objective = self.kernels.inner(st.R, CR)
         G = self._gradient(st.R, CR, s)
+        CR = self._kept(CR)
         lbfgs = self.lbfgs
         products = xp.empty(2)
         try:
@@ -137,13 +138,15 @@ class RiemannianPhase:
                     self.outcome = PhaseOutcome.STALLED
                     return
                 R_new, CR_new, objective = accepted
+                accepted = D = CR = None  # freed before G_new is allocated: the phase's peak of factor-sized arrays
                 G_new = self._gradient(R_new, CR_new, s)
                 step = self.kernels.scale_add(st.R, -1.0, R_new, 1.0)  # R_new - R, in R's memory
                 lbfgs.push(step, self.kernels.scale_add(G, -1.0, G_new, 1.0))  # G_new - G, in G's memory
-                st.R, CR, G = R_new, CR_new, G_new
+                st.R, CR, G = R_new, self._kept(CR_new), G_new
+                CR_new = None
                 self.moves += 1
         finally:
-            self._finish(CR, objective)
+            self._finish()
 
     def _line_search(self, R, CR, D, tau, merit, slope, s):
         """Armijo backtracking along the retraction; (R_new, C R_new, <C, R_new R_new'>) or None.
@@ -176,15 +179,20 @@ class RiemannianPhase:
         """The Riemannian gradient 2 s P_R(C R)."""
         return self.kernels.sphere_tangent(CR, R, self.squares, 2.0 * s, self.kernels.empty_like(CR))
 
-    def _finish(self, CR, objective: float) -> None:
+    def _kept(self, CR):
+        """C R of the current point where the line search needs it (the rounded decrease), else None, so that the
+        line search holds one factor-sized array fewer; the last point's product is taken again (``_finish``)."""
+        return CR if self.rounded else None
+
+    def _finish(self) -> None:
         """The multipliers from stationarity and A(X), <C, X> of the last point, for the driver and the next
         phase: lambda = s (A(sym(C R R')))_i / (A(sym(A*(1) R R')))_i, which for one diagonal entry a_i on row j
-        is s <(C R)_j, r_j> / (a_i |r_j|^2) (the least-squares multipliers of ``certificates``, exactly). After a
-        run with rounded halos, C R is taken again in double precision first."""
+        is s <(C R)_j, r_j> / (a_i |r_j|^2) (the least-squares multipliers of ``certificates``, exactly). C R is
+        taken again, in double precision: a run keeps its point's product only where rounded (``_kept``), and a
+        rounded one is not the answer's. One product per run."""
         st, op, xp = self.state, self.op, self.xp
-        if self.rounded:
-            CR = op.objective_times(st.R)
-            objective = self.kernels.inner(st.R, CR)
+        CR = op.objective_times(st.R)
+        objective = self.kernels.inner(st.R, CR)
         numerator = op.constraints(op.sample(CR, st.R))
         ones = xp.ones(op.b.size)
         denominator = op.constraints(op.sample(op.adjoint_times(op.adjoint_data(ones), st.R), st.R))

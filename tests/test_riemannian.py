@@ -1,12 +1,15 @@
 """The Riemannian phase: which problems take it, and its answers against Clarabel and an independent certificate."""
+import tracemalloc
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from cvxpy_culorads import LowRank, SDPProblem, Status, driver, solve
+from cvxpy_culorads import LowRank, SDPProblem, Status, driver, riemannian, solve
 from cvxpy_culorads.backend import select_backend
 from cvxpy_culorads.bounds import FixedDiagonals
 from cvxpy_culorads.layout import BlockLayout, CompressedOperator
+from cvxpy_culorads.models import maxcut_problem
 from cvxpy_culorads.riemannian import Spheres
 
 from support import DEVICES, clarabel_value, primal_residual, random_maxcut, random_mixed_problem
@@ -177,3 +180,31 @@ def test_the_spheres_start_wider_than_the_alm_phases():
     assert first_ranks() == (25,)
     assert first_ranks(riemannian=False) == (13,)
     assert first_ranks(rank_factor=3.0) == first_ranks(rank_factor=3.0, riemannian=False) == (19,)
+
+
+def test_its_peak_holds_few_factor_sized_arrays(monkeypatch):
+    # NumPy reports its allocations to tracemalloc: the most the phase held beyond its start, in n x r arrays. The
+    # point's C R goes before the line search and D with it before the next gradient (NumPy's temporaries count too:
+    # 10.2 at this size; 12.2 when both were kept)
+    n, r = 100_000, 5
+    rng = np.random.default_rng(4)
+    edges = rng.integers(0, n, (2, 2 * n))
+    W = sp.csr_array((np.ones(2 * n), edges), shape=(n, n))
+    problem = maxcut_problem(((W + W.T) > 0).astype(float))
+    peaks = []
+    run = riemannian.RiemannianPhase.run
+
+    def traced(phase):
+        tracemalloc.reset_peak()
+        start = tracemalloc.get_traced_memory()[0]
+        try:
+            yield from run(phase)
+        finally:
+            peaks.append((tracemalloc.get_traced_memory()[1] - start) / (8 * n * r))
+    monkeypatch.setattr(riemannian.RiemannianPhase, "run", traced)
+    tracemalloc.start()
+    try:
+        solve(problem, device="cpu", rank=r, max_iter=20)
+    finally:
+        tracemalloc.stop()
+    assert peaks and max(peaks) <= 11.0
