@@ -185,8 +185,8 @@ class Settings:
       most 2^-24 on each term C_ij r_j that comes from another shard; the returned point's product, its objective
       and multipliers, and every certificate take double precision. Not the default: on two H100 it cut the
       exchange at n = 1e7, 65 columns, from 8.46 to 4.99 ms, but a step at n = 2e7, 5 columns, took 10.59 ms against
-      10.28, and at n = 1e8, 5 columns, 74.4 ms, as long as on one GPU (README, "Several devices"). No effect on
-      one device.
+      10.28 (README, "Several devices"; at n = 1e8 it was timed only with its kernels compiling during the solve).
+      No effect on one device.
     - ``route``: which method starts on a problem the interior-point method can take. ``"auto"`` (default): the
       one with the smaller estimated time (``costs.py``); the low-rank phases then hand over after
       ``interior_point_patience`` inner iterations or the interior-point method's estimated time, and the
