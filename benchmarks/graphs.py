@@ -191,15 +191,34 @@ def _rgg_pairs(P, radius: float, xp):
     return xp.concatenate(out_src), xp.concatenate(out_dst)
 
 
-def random_regular_like(n: int, degree: int = 10, seed: int = 0, *, device: str = "cpu"):
-    """Each vertex picks ``degree // 2`` uniform random partners; self loops dropped, duplicates merged."""
+def _random_partners(n: int, degree: int, seed: int):
+    """Each vertex a and ``degree // 2`` uniform random partners b (a != b), as the pairs (a, b)."""
     rng = np.random.default_rng(seed)
-    half = max(1, degree // 2)
-    a = np.repeat(np.arange(n, dtype=np.int64), half)
+    a = np.repeat(np.arange(n, dtype=np.int64), max(1, degree // 2))
     b = rng.integers(0, n, size=a.size, dtype=np.int64)
     keep = a != b
+    return a[keep], b[keep]
+
+
+def random_regular_like(n: int, degree: int = 10, seed: int = 0, *, device: str = "cpu"):
+    """Each vertex picks ``degree // 2`` uniform random partners; self loops dropped, duplicates merged."""
     xp = _xp(device)
-    return _csr_from_pairs(xp.asarray(a[keep]), xp.asarray(b[keep]), n, xp)
+    return _csr_from_pairs(*map(xp.asarray, _random_partners(n, degree, seed)), n, xp)
+
+
+def random_regular_like_edges(n: int, degree: int = 10, seed: int = 0, *, device: str = "cpu"):
+    """The edges of ``random_regular_like(n, degree, seed)`` once each, as host arrays (i, j) of the strict lower
+    triangle in row-major order (``models.maxcut_problem_from_edges``'s fast path): at n = 3e8 the symmetric matrix
+    would be 14 GB and its transpose for the symmetry check minutes of the host. Sorted on the GPU for "gpu"."""
+    xp = _xp(device)
+    a, b = map(xp.asarray, _random_partners(n, degree, seed))
+    keys = xp.maximum(a, b) * n + xp.minimum(a, b)
+    del a, b
+    keys = xp.unique(keys)  # sorted by (row, col), duplicates merged
+    rows = keys // n
+    cols = keys - rows * n
+    del keys
+    return (rows, cols) if xp is np else (rows.get(), cols.get())
 
 
 def banded_graph(n: int, degree: int = 10, bandwidth: int = 64, seed: int = 0, *, device: str = "cpu"):

@@ -4,9 +4,10 @@ Usage::
 
     python benchmarks/multi_gpu.py --sizes 1e6,1e7 --gpus 2 [--weak 5e6] [--steps N] [--graph sparse|rgg]
                                    [--rank R] [--split-only] [--shard-order auto] [--time-limit S]
-                                   [--halo-precision single,double] [--out DIR]
+                                   [--halo-precision single,double] [--tol T] [--verbose] [--out DIR]
 
-For every n of ``--sizes``, the MaxCut SDP of ``graphs.random_regular_like(n, 4, seed=1)`` (``--graph sparse``, the
+For every n of ``--sizes``, the MaxCut SDP of ``graphs.random_regular_like(n, 4, seed=1)`` (``--graph sparse``, built
+from its edge list by ``models.maxcut_problem_from_edges``, the
 ``sparse`` suite's graphs: average degree ~4, no locality, so most of a shard's neighbours live on the other shards)
 or of ``graphs.rgg_graph(round(log2 n))`` (``--graph rgg``: the random geometric graph of the ``rgg`` suite, numbered
 along a Z-order curve, so that contiguous shards keep most neighbours inside) is solved with the defaults (``--rank
@@ -22,7 +23,8 @@ two instances need different step counts). ``--steps N``: every solve stops afte
 breadth-first search takes about a minute of the device's host at n = 1e8; the random graphs keep their numbering).
 ``--time-limit S``: every solve stops after S seconds (``Settings.time_limit``; status ``time_limit``).
 ``--halo-precision``: ``Settings.halo_precision`` of the split solves; several, comma-separated, run one split solve
-(and one large weak-scaling solve) each.
+(and one large weak-scaling solve) each. ``--tol T``: ``Settings.tol`` of every solve. ``--verbose``: every solve
+prints its iteration log.
 A line per solve as it finishes, then the Markdown table; ``multi_gpu.csv`` and ``.md`` go to ``--out``.
 """
 from __future__ import annotations
@@ -30,6 +32,7 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -40,9 +43,9 @@ from run import WARM_UP_RANKS, warm_up  # noqa: E402
 import cvxpy_culorads as cl  # noqa: E402
 from cvxpy_culorads import riemannian  # noqa: E402
 from cvxpy_culorads.backend import select_backend  # noqa: E402
-from cvxpy_culorads.models import maxcut_problem  # noqa: E402
+from cvxpy_culorads.models import maxcut_problem, maxcut_problem_from_edges  # noqa: E402
 
-from graphs import random_regular_like, rgg_graph  # noqa: E402
+from graphs import random_regular_like, random_regular_like_edges, rgg_graph  # noqa: E402
 from report import result_fields, write_tables  # noqa: E402
 
 COLUMNS = ["n", "edges", "gpus", "halo", "seconds", "speedup", "riemannian_steps", "ms_per_step", "products_per_step",
@@ -80,9 +83,10 @@ def _warm_up_split(gpus: int, halos) -> None:
 
 def _solve(problem, gpus: int, edges: int, args, halo: str = "double") -> dict:
     PRODUCTS[0] = 0
+    optional = {name: value for name, value in (("tol", args.tol), ("max_iter", args.steps)) if value is not None}
     result = cl.solve(problem, device="gpu", devices=gpus if gpus > 1 else None, rank=args.rank,
-                      shard_order=args.shard_order, halo_precision=halo,
-                      time_limit=args.time_limit, **({} if args.steps is None else {"max_iter": args.steps}))
+                      shard_order=args.shard_order, halo_precision=halo, time_limit=args.time_limit,
+                      verbose=args.verbose, **optional)
     seconds = result.solve_time - result.setup_time
     steps = result.iterations["riemannian"]
     row = dict(n=problem.block_sizes[0], edges=edges, gpus=gpus, halo=halo if gpus > 1 else "",
@@ -99,9 +103,10 @@ def _solve(problem, gpus: int, edges: int, args, halo: str = "double") -> dict:
 def _problem(graph: str, n: int):
     if graph == "rgg":
         W = rgg_graph(round(math.log2(n)), device="gpu").get()
-    else:
-        W = random_regular_like(n, 4, seed=1, device="gpu").get()
-    return maxcut_problem(W, name=f"{graph}{W.shape[0]}"), W.nnz // 2
+        return maxcut_problem(W, name=f"rgg{W.shape[0]}"), W.nnz // 2
+    rows, cols = random_regular_like_edges(n, 4, seed=1, device="gpu")  # at 3e8 the symmetric W would not do
+    select_backend("gpu").release_cached_blocks()
+    return maxcut_problem_from_edges(n, rows, cols, name=f"sparse{n}"), rows.size
 
 
 def main(argv=None) -> int:
@@ -117,6 +122,8 @@ def main(argv=None) -> int:
     parser.add_argument("--time-limit", type=float, default=float("inf"), help="Settings.time_limit of every solve")
     parser.add_argument("--halo-precision", default="double", help="Settings.halo_precision of the split solves, "
                                                                    "comma-separated")
+    parser.add_argument("--tol", type=float, default=None, help="Settings.tol of every solve (default: the solver's)")
+    parser.add_argument("--verbose", action="store_true", help="print every solve's iteration log")
     parser.add_argument("--out", default="benchmarks/results")
     args = parser.parse_args(argv)
     halos = args.halo_precision.split(",")
@@ -125,7 +132,9 @@ def main(argv=None) -> int:
     _warm_up_split(args.gpus, halos)
     rows = []
     for n in (int(float(size)) for size in args.sizes.split(",") if size):
+        began = time.perf_counter()
         problem, edges = _problem(args.graph, n)
+        print(f"n={n}: graph and problem built in {time.perf_counter() - began:.1f} s", flush=True)
         single = None if args.split_only else _solve(problem, 1, edges, args)
         rows += [single] if single is not None else []
         for halo in halos:

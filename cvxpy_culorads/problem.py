@@ -24,7 +24,7 @@ import scipy.sparse as sp
 
 from .lowrank import LowRank, SparsePlusLowRank
 
-__all__ = ["SDPProblem", "BlockCoefficients", "LowRankCoefficients"]
+__all__ = ["SDPProblem", "BlockCoefficients", "LowRankCoefficients", "lower_coordinates", "sum_duplicates"]
 
 
 class BlockCoefficients(NamedTuple):
@@ -137,7 +137,7 @@ def _per_block(values, what: str) -> list:
     return list(values)
 
 
-def _lower_coordinates(rows, cols, vals, what: str, n: int):
+def lower_coordinates(rows, cols, vals, what: str, n: int):
     """Fold coordinates onto the lower triangle; checks types, lengths, range and finiteness."""
     rows = _as_index_array(rows, f"{what} (row)").ravel()
     cols = _as_index_array(cols, f"{what} (col)").ravel()
@@ -149,10 +149,12 @@ def _lower_coordinates(rows, cols, vals, what: str, n: int):
     return np.maximum(rows, cols), np.minimum(rows, cols), vals
 
 
-def _sum_duplicates(keys: np.ndarray, *columns: np.ndarray, vals: np.ndarray):
+def sum_duplicates(keys: np.ndarray, *columns: np.ndarray, vals: np.ndarray):
     """Sort by ``keys``, sum values of equal keys and drop exact zeros."""
     if keys.size and np.all(keys[1:] > keys[:-1]):  # already sorted and unique (builders that scale)
         keep = vals != 0.0
+        if keep.all():  # no copies: at n = 3e8 they would be 21 GB
+            return columns + (vals,)
         return tuple(c[keep] for c in columns) + (vals[keep],)
     order = np.argsort(keys, kind="stable")
     keys = keys[order]
@@ -282,8 +284,8 @@ class SDPProblem:
         if isinstance(Ck, tuple):
             if len(Ck) != 3:
                 raise ValueError(f"{what}: coordinates must be (row, col, val)")
-            rows, cols, vals = _lower_coordinates(*Ck, what, n)
-            return _sum_duplicates(rows * n + cols, rows, cols, vals=vals)
+            rows, cols, vals = lower_coordinates(*Ck, what, n)
+            return sum_duplicates(rows * n + cols, rows, cols, vals=vals)
         Cs = _as_real_matrix(Ck, what, (n, n))
         Cs.sum_duplicates()
         asym = abs(sp.csr_array(Cs) - sp.csr_array(Cs).T)
@@ -293,7 +295,7 @@ class SDPProblem:
         lower = Cs.row >= Cs.col
         rows, cols, vals = Cs.row[lower].astype(np.int64), Cs.col[lower].astype(np.int64), Cs.data[lower]
         keys = rows * n + cols
-        return _sum_duplicates(keys, rows, cols, vals=vals)
+        return sum_duplicates(keys, rows, cols, vals=vals)
 
     @staticmethod
     def _constraint_block(Ak, n: int, m: int, k: int) -> BlockCoefficients:
@@ -306,13 +308,13 @@ class SDPProblem:
         except (TypeError, ValueError):
             raise ValueError(f"{what}: expected (con, row, col, val) coordinates") from None
         con = _as_index_array(con, f"{what} (con)").ravel()
-        row, col, val = _lower_coordinates(row, col, val, what, n)
+        row, col, val = lower_coordinates(row, col, val, what, n)
         if con.size != val.size:
             raise ValueError(f"{what}: con has {con.size} entries, val has {val.size}")
         if con.size and (con.min() < 0 or con.max() >= m):
             bad = int(con[(con < 0) | (con >= m)][0])
             raise ValueError(f"{what}: constraint index {bad} is outside 0..{m - 1}")
-        con, row, col, val = _sum_duplicates(_entry_keys(con, row, col, n, m), con, row, col, vals=val)
+        con, row, col, val = sum_duplicates(_entry_keys(con, row, col, n, m), con, row, col, vals=val)
         return BlockCoefficients(con, row, col, val)
 
     def _low_rank_constraints(self, terms, m: int) -> list[LowRankCoefficients]:

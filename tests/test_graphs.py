@@ -118,13 +118,30 @@ def test_random_graphs(maker):
     assert 0.95 * degree < A.nnz / n <= degree
 
 
-def test_gpu_versions_match_cpu():
+def _require_gpu() -> None:
     cp = pytest.importorskip("cupy")
     try:
         if cp.cuda.runtime.getDeviceCount() < 1:
             pytest.skip("no CUDA device")
     except Exception as exc:  # pragma: no cover - depends on the machine
         pytest.skip(f"no CUDA device ({exc})")
+
+
+@pytest.mark.parametrize("device", ["cpu", "gpu"])
+def test_random_edges_are_the_lower_triangle_of_the_random_graph(device):
+    if device == "gpu":
+        _require_gpu()
+    n = 3000
+    rows, cols = graphs.random_regular_like_edges(n, 4, seed=2, device=device)
+    assert isinstance(rows, np.ndarray) and isinstance(cols, np.ndarray)
+    lower = scipy.sparse.tril(graphs.random_regular_like(n, 4, seed=2), -1, format="csr")
+    expected_rows = np.repeat(np.arange(n), np.diff(lower.indptr))
+    np.testing.assert_array_equal(rows, expected_rows)  # row-major, as the CSR stores it
+    np.testing.assert_array_equal(cols, lower.indices)
+
+
+def test_gpu_versions_match_cpu():
+    _require_gpu()
     for cpu, gpu in (
         (graphs.rgg_graph(13, seed=2), graphs.rgg_graph(13, seed=2, device="gpu")),
         (graphs.random_regular_like(5000, 8, seed=2), graphs.random_regular_like(5000, 8, seed=2, device="gpu")),

@@ -13,6 +13,7 @@ from cvxpy_culorads.models import (
     cut_value,
     goemans_williamson,
     maxcut_problem,
+    maxcut_problem_from_edges,
     random_low_rank_instance,
     read_graph,
 )
@@ -134,6 +135,40 @@ def test_maxcut_problem_ignores_self_loops_and_rejects_asymmetry():
                                   maxcut_problem(expected_W()).objective_matrix(0).toarray())
     with pytest.raises(ValueError, match="W must be symmetric"):
         maxcut_problem(np.triu(expected_W()))
+
+
+def test_maxcut_problem_from_edges_in_any_order_is_that_of_the_symmetric_matrix():
+    rng = np.random.default_rng(3)
+    n, count = 40, 150
+    i, j = rng.integers(0, n, count), rng.integers(0, n, count)  # duplicates, both orientations, self-loops
+    w = rng.uniform(0.5, 2.0, count)
+    W = sp.coo_array((w, (i, j)), shape=(n, n)).toarray()
+    W = W + W.T
+    np.fill_diagonal(W, 0.0)
+    built = maxcut_problem_from_edges(n, i, j, w, name="edges")
+    assert built.name == "edges" and built.m == n and built.block_sizes == (n,)
+    np.testing.assert_allclose(built.objective_matrix(0).toarray(), maxcut_problem(W).objective_matrix(0).toarray(),
+                               rtol=1e-15, atol=1e-15)
+    for k in range(n):
+        np.testing.assert_array_equal(built.constraint_matrix(k, 0).toarray(), np.diag(np.eye(n)[k]))
+    # unit weights by default; the sorted strict lower triangle (the fast path) gives the same problem
+    lower = sp.coo_array(np.tril(W != 0, -1))
+    unit = maxcut_problem_from_edges(n, lower.row, lower.col)
+    np.testing.assert_array_equal(unit.objective_matrix(0).toarray(),
+                                  maxcut_problem((W != 0).astype(float)).objective_matrix(0).toarray())
+
+
+@pytest.mark.parametrize("n, i, j, w, words", [
+    (0, [], [], None, "positive integer"),
+    (2.0, [1], [0], None, "positive integer"),
+    (3, [3], [0], None, "outside"),
+    (3, [1, 2], [0], None, "same length"),
+    (3, [1], [0], [np.nan], "not finite"),
+    (3, [0.5], [1], None, "not an integer"),
+])
+def test_maxcut_problem_from_edges_rejects_bad_input(n, i, j, w, words):
+    with pytest.raises(ValueError, match=words):
+        maxcut_problem_from_edges(n, i, j, w)
 
 
 def test_cut_value():

@@ -19,9 +19,10 @@ import scipy.io
 import scipy.sparse as sp
 
 from ..io import open_text, read_table, row_error, uncompressed_name
-from ..problem import SDPProblem
+from ..problem import SDPProblem, lower_coordinates, sum_duplicates
 
-__all__ = ["read_graph", "maxcut_problem", "goemans_williamson", "cut_value", "bundled_graph", "GRAPH_FORMATS"]
+__all__ = ["read_graph", "maxcut_problem", "maxcut_problem_from_edges", "goemans_williamson", "cut_value",
+           "bundled_graph", "GRAPH_FORMATS"]
 
 GRAPH_FORMATS = ("rudy", "mtx", "metis", "snap")
 _SUFFIX_FORMATS = {".mtx": "mtx", ".graph": "metis", ".metis": "metis", ".txt": "snap"}
@@ -264,20 +265,45 @@ def maxcut_problem(W, name: str = "maxcut") -> SDPProblem:
     maximum cut. The diagonal of ``W`` (self-loops) is ignored. Time and memory are O(n + nnz(W)).
     """
     W = _weight_matrix(W)
-    n = W.shape[0]
+    all_rows = np.repeat(np.arange(W.shape[0]), np.diff(W.indptr))
+    left = W.indices < all_rows  # the strict lower triangle, row-major as the canonical CSR stores it
+    return _maxcut_of_lower(W.shape[0], all_rows[left], W.indices[left].astype(np.int64), W.data[left], name)
+
+
+def maxcut_problem_from_edges(n: int, i, j, w=None, name: str = "maxcut") -> SDPProblem:
+    """The MaxCut SDP of the graph on ``n`` vertices with the undirected edges (i_e, j_e) of weights w_e (1 where
+    ``w`` is None), each edge listed once: :func:`maxcut_problem` of the symmetric W of these edges, built without
+    W. An edge listed more than once counts with the sum of its weights; self-loops are ignored.
+
+    For graphs too large for a symmetric matrix on the host: no symmetric copy, no transpose and no symmetry check
+    (an edge list is symmetric by construction); at 6e8 edges these are tens of GB and minutes. Time O(n + edges)
+    when the pairs come as the strict lower triangle in row-major order (i_e > j_e, (i_e, j_e) increasing), a sort
+    otherwise.
+    """
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+        raise ValueError(f"n must be a positive integer (the number of vertices), got {n!r}")
+    n = int(n)
+    i = np.asarray(i)
+    rows, cols, weights = lower_coordinates(i, j, np.ones(i.size) if w is None else w, "edges", n)
+    loops = rows == cols
+    if loops.any():
+        rows, cols, weights = rows[~loops], cols[~loops], weights[~loops]
+    rows, cols, weights = sum_duplicates(rows * n + cols, rows, cols, vals=weights)
+    return _maxcut_of_lower(n, rows, cols, weights, name)
+
+
+def _maxcut_of_lower(n: int, rows, cols, weights, name: str) -> SDPProblem:
+    """The MaxCut SDP of the graph whose edges are the strict lower triangle (rows > cols) in row-major order."""
     vertices = np.arange(n)
-    return SDPProblem(np.ones(n), [_objective_lower(W)], [(vertices, vertices, vertices, np.ones(n))],
+    return SDPProblem(np.ones(n), [_objective_lower(n, rows, cols, weights)], [(vertices, vertices, vertices,
+                                                                                np.ones(n))],
                       block_sizes=[n], name=name)
 
 
-def _objective_lower(W: sp.csr_array):
+def _objective_lower(n: int, rows, cols, weights):
     """The lower triangle of C = (W - Diag(W 1)) / 4 as coordinates in row-major order (so SDPProblem needs no
-    sort), written straight from the canonical CSR of W: row i's entries left of the diagonal, then (i, i)."""
-    n = W.shape[0]
-    all_rows = np.repeat(np.arange(n), np.diff(W.indptr))
-    degree = np.bincount(all_rows, W.data, minlength=n)
-    left = W.indices < all_rows
-    rows, cols, weights = all_rows[left], W.indices[left].astype(np.int64), W.data[left]
+    sort), from W's strict lower triangle in row-major order: row i's entries left of the diagonal, then (i, i)."""
+    degree = np.bincount(rows, weights, minlength=n) + np.bincount(cols, weights, minlength=n)
     # entry e of the strict lower triangle (row-major) moves past the i diagonal entries of the rows above it
     diagonal = np.cumsum(np.bincount(rows, minlength=n) + 1) - 1
     size = rows.size + n
