@@ -203,6 +203,8 @@ class _Run:
                         else select_backend(settings.device, gpu_pays=lambda: self.devices.gpu_pays,
                                             gpu_ids=settings.gpu_ids))
         check_capabilities(kernels_for(self.backend), settings, self.backend.describe())
+        # blocks an earlier solve of the process left cached would count to this one's peak (and are free anyway)
+        self.backend.release_cached_blocks()
         # a default start wider than LoRADS's is narrowed, down to that, to what fits in device memory
         widest = max(initial + [1])
         narrowest = widest if settings.rank is not None else min(widest, max(cost_ranks + [1]))

@@ -15,7 +15,8 @@ __all__ = ["DENSE_LIMIT", "fitting_rank", "estimate_device_bytes", "widening_fit
            "interior_point_fits"]
 
 # n_rows x r arrays held at once in the phases, counting CuPy's pool: factor, gradient, step, L-BFGS pairs, C R,
-# C D (phase I); U, V, CG vectors (phase II); measured at n = 1e8, rank 5: 13 (with the operator 58 GiB)
+# C D (phase I); U, V, CG vectors (phase II). Measured at n = 1e8, rank 5 (pool growth over the phase, H200): 13 in
+# phase I; the Riemannian phase's 10 on one device and 11.8 per shard on two, whose halo exchange adds its buffers
 FACTOR_ARRAYS = 12
 BUILD_BYTES = 96  # per entry of a symmetric pattern while it is sorted: coordinates, keys, order, permuted copies
 POOL_MARGIN = 1.15  # blocks CuPy's pool keeps for reuse (measured at n = 1e8: 64 GiB peak, 60 GiB in the phases)

@@ -111,8 +111,9 @@ class Result:
       (``interior_point``) and measuring points
       (``certificates``: the errors, lambda_min, the stationary multipliers); the rest of
       ``solve_time - setup_time`` is the driver's own work (snapshots, rank changes).
-    - ``peak_device_bytes``: the most device memory CuPy's pool held during the solve (0 on the CPU); it
-      includes arrays of the caller's that were in the pool already.
+    - ``peak_device_bytes``: the most device memory CuPy's pool held during the solve (0 on the CPU; with
+      ``devices``, the largest over the GPUs); it includes arrays of the caller's that were in the pool already,
+      but not the blocks the pool kept cached from earlier work, which the solve hands back at its start.
     - ``device``: the device that solved it, and with ``device="auto"`` on a machine with a GPU, why
       (``costs.DeviceCosts``).
     - ``route``: which method started (the interior-point method or the low-rank phases) and why: the estimated

@@ -34,6 +34,18 @@ def test_maxcut_matches_clarabel(device, seed):
     assert (result.peak_device_bytes > 0) == (device == "gpu")  # what the device's memory pool held
 
 
+@pytest.mark.skipif(not cl.gpu_available(), reason="no CuPy/GPU")
+def test_peak_device_memory_leaves_out_blocks_cached_before_the_solve():
+    import cupy
+    problem, _ = random_maxcut(25, 0.3, 0)
+    cached = 1 << 30
+    block = cupy.empty(cached, dtype=cupy.uint8)
+    del block  # the pool keeps it cached
+    assert cupy.get_default_memory_pool().total_bytes() >= cached
+    result = solve(problem, device="gpu")
+    assert 0 < result.peak_device_bytes < cached
+
+
 @pytest.mark.parametrize("device", DEVICES)
 def test_blocks_and_nonnegative_variables_match_clarabel(device):
     problem = random_mixed_problem(2)
