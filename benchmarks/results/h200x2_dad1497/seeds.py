@@ -1,12 +1,19 @@
-"""n = 1e8, rank 5, tol 1e-2: one GPU against two with another start (Settings.seed), whole solves."""
-import sys, time
+"""n = 1e8, rank 5, tol 1e-2: one GPU against two from other starts (Settings.seed), whole solves.
+
+Run from the repository root on a machine with two GPUs: ``PYTHONPATH=$PWD python3 <this file>``.
+"""
+import sys
+
 sys.path.insert(0, "benchmarks")
-import cvxpy_culorads as cl
-from graphs import random_regular_like_edges
-from cvxpy_culorads.models import maxcut_problem_from_edges
-from cvxpy_culorads.backend import select_backend
-from run import warm_up
-from multi_gpu import _warm_up_split
+
+from multi_gpu import _warm_up_split  # noqa: E402
+from run import warm_up  # noqa: E402
+
+import cvxpy_culorads as cl  # noqa: E402
+from cvxpy_culorads.backend import select_backend  # noqa: E402
+from cvxpy_culorads.models import maxcut_problem_from_edges  # noqa: E402
+
+from graphs import random_regular_like_edges  # noqa: E402
 
 warm_up(select_backend("gpu"))
 _warm_up_split(2, ["double"])
