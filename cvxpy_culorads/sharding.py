@@ -34,7 +34,7 @@ import scipy.sparse as sp
 from scipy.sparse.csgraph import reverse_cuthill_mckee
 
 from .backend import Backend, gpu_available, select_backend
-from .kernels import CpuKernels, kernels_for, lbfgs_coefficients
+from .kernels import CpuKernels, hashed_uniform, kernels_for, lbfgs_coefficients
 from .layout import absolute_row_sums, coordinate_csr, gershgorin_radii, index_type_for
 from .problem import BlockCoefficients, SDPProblem
 from .state import initial_rows, widen_factor
@@ -573,12 +573,8 @@ class ShardedKernels:
         return self.shards.map(lambda s, p: self.shards.backend.xp.empty_like(p), x, axis=x.axis)
 
     def random_vector(self, n: int, seed: int):
-        """A standard normal vector: on the CPU the single-device one split (the simulation repeats its runs),
-        on GPUs drawn on each device (no n-vector on the host)."""
-        if self.shards.device_ids is None:
-            return self.shards.split(np.random.default_rng(seed).standard_normal(n))
-        xp = self.shards.backend.xp
-        return self.shards.map(lambda s: xp.random.default_rng(seed + s).standard_normal(self.shards.size(s)))
+        """The single device's random vector (``kernels.hashed_uniform``), each shard's rows made on its device."""
+        return self.shards.map(lambda s: hashed_uniform(self.shards.backend.xp, *self.shards.rows(s), seed))
 
     def vectors(self, count: int, n: int):
         xp = self.shards.backend.xp

@@ -10,7 +10,7 @@ import scipy.sparse as sp
 from cvxpy_culorads import SDPProblem, Settings, Status, driver, riemannian, sharding, solve
 from cvxpy_culorads.backend import gpu_available, select_backend
 from cvxpy_culorads.certificates import smallest_eigenpairs
-from cvxpy_culorads.kernels import CpuKernels, lbfgs_coefficients
+from cvxpy_culorads.kernels import CpuKernels, hashed_uniform, lbfgs_coefficients
 from cvxpy_culorads.layout import BlockLayout, CompressedOperator
 from cvxpy_culorads.models import maxcut_problem
 from cvxpy_culorads.sharding import RowOrder, ShardedSpheresOperator, balanced_bounds, simulated_backend
@@ -159,6 +159,17 @@ def test_sharded_lanczos_finds_the_smallest_eigenvalue(k):
     assert pair.lower - rounding <= exact <= pair.value + rounding and pair.value - exact <= 1e-6
     vector = sharded.backend.to_host(pair.vector)
     assert np.linalg.norm(single.slack_matrix(y) @ vector - pair.value * vector) <= 1.01 * pair.residual + 1e-12
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_the_start_vector_is_the_same_on_every_device_and_split(device):
+    problem = _weighted_diagonals(1200, seed=4)
+    single, sharded = _operators(problem, 3, device)
+    reference = hashed_uniform(np, 0, 1200, 7)
+    assert np.all(np.abs(reference) <= 1.0) and abs(reference.mean()) < 0.1 and abs(reference.std() - 3**-0.5) < 0.05
+    assert not np.allclose(reference, hashed_uniform(np, 0, 1200, 8))  # the seed matters
+    np.testing.assert_array_equal(single.backend.to_host(single.kernels.random_vector(1200, 7)), reference)
+    np.testing.assert_array_equal(sharded.backend.to_host(sharded.kernels.random_vector(1200, 7)), reference)
 
 
 @pytest.mark.parametrize("k", [2, 3])
