@@ -295,8 +295,8 @@ def maxcut_problem_from_edges(n: int, i, j, w=None, name: str = "maxcut") -> SDP
 def _maxcut_of_lower(n: int, rows, cols, weights, name: str) -> SDPProblem:
     """The MaxCut SDP of the graph whose edges are the strict lower triangle (rows > cols) in row-major order."""
     vertices = np.arange(n)
-    return SDPProblem(np.ones(n), [_objective_lower(n, rows, cols, weights)], [(vertices, vertices, vertices,
-                                                                                np.ones(n))],
+    diagonal_constraints = (vertices, vertices, vertices, np.ones(n))  # X_ii = 1 is constraint i
+    return SDPProblem(np.ones(n), [_objective_lower(n, rows, cols, weights)], [diagonal_constraints],
                       block_sizes=[n], name=name)
 
 
