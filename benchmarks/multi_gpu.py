@@ -8,7 +8,8 @@ Usage::
 
 For every n of ``--sizes``, the MaxCut SDP of ``graphs.random_regular_like(n, 4, seed=1)`` (``--graph sparse``, the
 ``sparse`` suite's graphs: average degree ~4, no locality, so most of a shard's neighbours live on the other shards;
-built from the edge list by ``models.maxcut_problem_from_edges``, which n = 3e8 needs) or of ``graphs.rgg_graph(round(log2 n))`` (``--graph rgg``: the random geometric graph of the ``rgg`` suite, numbered
+built from the edge list by ``models.maxcut_problem_from_edges``, which n = 3e8 needs) or of
+``graphs.rgg_graph(round(log2 n))`` (``--graph rgg``: the random geometric graph of the ``rgg`` suite, numbered
 along a Z-order curve, so that contiguous shards keep most neighbours inside) is solved with the defaults (``--rank
 R``: from R columns, for sizes whose default start fits on neither) on one GPU and on ``--gpus`` GPUs
 (``--split-only``: on the GPUs only, for sizes one GPU cannot hold); ``speedup`` is the one-GPU time over the split
