@@ -105,7 +105,6 @@ def _problem(graph: str, n: int):
         W = rgg_graph(round(math.log2(n)), device="gpu").get()
         return maxcut_problem(W, name=f"rgg{W.shape[0]}"), W.nnz // 2
     rows, cols = random_regular_like_edges(n, 4, seed=1, device="gpu")  # at 3e8 the symmetric W would not do
-    select_backend("gpu").release_cached_blocks()
     return maxcut_problem_from_edges(n, rows, cols, name=f"sparse{n}"), rows.size
 
 

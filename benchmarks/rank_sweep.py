@@ -44,7 +44,6 @@ def main() -> int:
         instance = suites.instances(suite, size, backend.name)[0]
         problem, _ = instance.build()
         for factor in (float(f) for f in factors.split(",")):
-            backend.release_cached_blocks()
             result = cl.solve(problem, device=backend.name, time_limit=args.time_limit, rank_factor=factor)
             seconds = round(result.solve_time - result.setup_time, 3)
             row = dict(instance=instance.name, rank_factor=factor, seconds=seconds,

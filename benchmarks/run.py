@@ -41,7 +41,6 @@ from report import result_fields, write_tables  # noqa: E402
 
 
 def solve_row(instance, problem, extra, profile: str, backend, args) -> dict:
-    backend.release_cached_blocks()  # the peak each solve reports is then its own
     result = cl.solve(problem, device=backend.name, tol=args.tol, time_limit=args.time_limit, verbose=args.verbose,
                       **suites.settings_for(instance, profile))
     seconds = result.solve_time - result.setup_time
