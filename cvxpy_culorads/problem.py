@@ -153,8 +153,6 @@ def sum_duplicates(keys: np.ndarray, *columns: np.ndarray, vals: np.ndarray):
     """Sort by ``keys``, sum values of equal keys and drop exact zeros."""
     if keys.size and np.all(keys[1:] > keys[:-1]):  # already sorted and unique (builders that scale)
         keep = vals != 0.0
-        if keep.all():  # no copies: at n = 3e8 they would be 21 GB
-            return columns + (vals,)
         return tuple(c[keep] for c in columns) + (vals[keep],)
     order = np.argsort(keys, kind="stable")
     keys = keys[order]

@@ -30,6 +30,19 @@ def test_coordinates_are_summed_and_folded():
     assert np.array_equal(A, [[5.0, 3.0], [3.0, 0.0]])
 
 
+def test_the_problem_keeps_its_own_copy_of_the_callers_arrays():
+    # sorted, unique, nonzero coordinates: the case where no sort or filter copies them on the way
+    rows, cols, vals = np.array([0, 1, 2]), np.array([0, 0, 2]), np.array([1.0, -2.0, 3.0])
+    con, a_vals = np.array([0, 1, 2]), np.array([1.0, 1.0, 1.0])
+    problem = SDPProblem(np.ones(3), [(rows, cols, vals)], [(con, rows, rows, a_vals)], block_sizes=[3])
+    vals[:] = 7.0
+    con[:] = 0
+    a_vals[:] = 5.0
+    np.testing.assert_array_equal(problem.C_coords[0][2], [1.0, -2.0, 3.0])
+    np.testing.assert_array_equal(problem.A_coords[0].con, [0, 1, 2])
+    np.testing.assert_array_equal(problem.A_coords[0].val, [1.0, 1.0, 1.0])
+
+
 def test_norms():
     p = SDPProblem([1.0, -3.0], [np.array([[1.0, -2.0], [-2.0, 0.5]])], [([0, 1], [0, 1], [0, 1], [1.0, 1.0])],
                    c_lp=[4.0], A_lp=sp.csr_array(np.array([[1.0], [0.0]])))
