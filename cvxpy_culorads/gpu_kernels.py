@@ -1220,6 +1220,19 @@ class GpuKernels(RowSpace):
         _DIVIDE_BY(w, norm, basis[j + 1])
 
     @staticmethod
+    def basis_dot(V, k, w, out):
+        """:meth:`CpuKernels.basis_dot` (one pass over V[:k], whatever k: cuBLAS' gemv spreads a few long dot
+        products over few blocks)."""
+        rows_dot(V, k, w, out)
+        return out
+
+    @staticmethod
+    def basis_subtract(V, k, c, w):
+        """:meth:`CpuKernels.basis_subtract`."""
+        rows_subtract(V, k, c, w)
+        return c
+
+    @staticmethod
     def project_out(V, w):
         """w -= V' (V w) in place (returns w)."""
         gram_schmidt_pass(V, V.shape[0], w, cupy.empty(V.shape[0]))

@@ -69,6 +69,8 @@ class Kernels(Protocol):
     def cg_step(self, x, r, p, Ap, rr, pAp) -> None: ...
     def cg_direction(self, p, r, rr_new, rr) -> None: ...
     def lanczos_extend(self, basis, j, w, projection, complement) -> None: ...
+    def basis_dot(self, V, k, w, out): ...
+    def basis_subtract(self, V, k, c, w): ...
     def lanczos_cycle(self, step, first, stop, rows, deadline, recorded) -> int: ...
     def project_out(self, V, w): ...
     def sphere_tangent(self, Z, X, squares, scale, out): ...
@@ -319,15 +321,24 @@ class CpuKernels(RowSpace):
         basis[:j + 1], the second after ``complement(w)`` (twice is enough: Kahan-Parlett); their coefficients go
         to projection[:j + 1, j], the norm of what is left to projection[j + 1, j] and the normalised rest to
         basis[j + 1] (inf or NaN past a breakdown, which the caller finds in the norm)."""
-        V = basis[:j + 1]
-        first = V @ w
-        w -= V.T @ first
-        second = V @ complement(w)
-        w -= V.T @ second
-        projection[:j + 1, j] = first + second
+        k = j + 1
+        first = CpuKernels.basis_subtract(basis, k, CpuKernels.basis_dot(basis, k, w, np.empty(k)), w)
+        second = CpuKernels.basis_subtract(basis, k, CpuKernels.basis_dot(basis, k, complement(w), np.empty(k)), w)
+        projection[:k, j] = first + second
         projection[j + 1, j] = np.linalg.norm(w)
         with np.errstate(divide="ignore", invalid="ignore"):
             np.divide(w, projection[j + 1, j], out=basis[j + 1])
+
+    @staticmethod
+    def basis_dot(V, k: int, w, out):
+        """out = V[:k] w (a k-vector) for a C-ordered stack of vectors V; returns out."""
+        return np.matmul(V[:k], w, out=out)
+
+    @staticmethod
+    def basis_subtract(V, k: int, c, w):
+        """w -= V[:k]' c in place (one pass of Gram-Schmidt's update); returns c."""
+        w -= V[:k].T @ c
+        return c
 
     @staticmethod
     def project_out(V, w):

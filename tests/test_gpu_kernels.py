@@ -459,6 +459,17 @@ def test_lanczos_extend_matches_the_numpy_step(deflated):
         assert np.abs(basis @ Q).max() <= 1e-12
 
 
+@pytest.mark.parametrize("k", [1, 5, 61])
+def test_basis_passes_match_the_numpy_ones(k):
+    # the sharded Lanczos step's pieces: a part of a Gram-Schmidt pass on each shard
+    rng = np.random.default_rng(k)
+    V, w, c = rng.standard_normal((64, 3001)), rng.standard_normal(3001), rng.standard_normal(k)
+    g_out, g_w = GpuKernels.basis_dot(cp.asarray(V), k, cp.asarray(w), cp.empty(k)), cp.asarray(w)
+    assert _rel(cp.asnumpy(g_out), V[:k] @ w) <= 1e-12
+    GpuKernels.basis_subtract(cp.asarray(V), k, cp.asarray(c), g_w)
+    assert _rel(cp.asnumpy(g_w), w - V[:k].T @ c) <= 1e-12
+
+
 def test_a_recording_replays_its_launches_without_running_them_at_capture():
     x = cp.zeros(5)
 

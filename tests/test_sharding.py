@@ -148,13 +148,17 @@ def test_lbfgs_recursion_on_the_gram_matrix_is_the_recursion_on_vectors(pairs):
     np.testing.assert_allclose([gg, dg], products, rtol=1e-12)
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("k", [2, 3])
-def test_sharded_lanczos_finds_the_smallest_eigenvalue(k):
+def test_sharded_lanczos_finds_the_smallest_eigenvalue(k, device):
+    # on the GPU the shards' Gram-Schmidt passes and reductions are GpuKernels' and stay on the device
     problem = _weighted_diagonals(1200, seed=4)
-    single, sharded = _operators(problem, k, "cpu")
+    single, _ = _operators(problem, k, "cpu")
+    sharded = _operators(problem, k, device)[1]
     y = np.random.default_rng(1).standard_normal(problem.m)
     exact = np.linalg.eigvalsh(single.slack_matrix(y).toarray())[0]
-    pair, = smallest_eigenpairs(sharded.slack_matrix(y), sharded.layout, sharded.backend, accuracy=1e-8, seed=2)
+    pair, = smallest_eigenpairs(sharded.slack_matrix(sharded.backend.asarray(y)), sharded.layout, sharded.backend,
+                                accuracy=1e-8, seed=2)
     rounding = 1e-12 * abs(exact)
     assert pair.lower - rounding <= exact <= pair.value + rounding and pair.value - exact <= 1e-6
     vector = sharded.backend.to_host(pair.vector)
