@@ -37,6 +37,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .hostpasses import map_chunks, strictly_increasing
+
 __all__ = ["TraceBounds", "DualBound", "FixedDiagonals", "FixedTrace"]
 
 
@@ -52,11 +54,30 @@ class DualBound:
 def _entry_bounds(index: np.ndarray, ratio: np.ndarray, size: int) -> np.ndarray:
     """The smallest ``ratio`` per ``index`` in [0, size) (inf where none)."""
     bounds = np.full(size, np.inf)
-    if index.size and np.all(index[1:] > index[:-1]):  # one constraint per entry (MaxCut): no reduction
-        bounds[index] = ratio
+    if strictly_increasing(index):  # one constraint per entry (MaxCut): no reduction, and the chunks write apart
+
+        def scatter(s):
+            bounds[index[s]] = ratio[s]
+        map_chunks(scatter, index.size)
     else:
         np.minimum.at(bounds, index, ratio)
     return bounds
+
+
+def _ratios(b: np.ndarray, con: np.ndarray, val: np.ndarray) -> np.ndarray:
+    """b[con] / val, entry by entry."""
+    ratio = np.empty(con.size)
+    map_chunks(lambda s: np.divide(b[con[s]], val[s], out=ratio[s]), con.size)
+    return ratio
+
+
+def _sum(x: np.ndarray) -> float:
+    return float(sum(map_chunks(lambda s: x[s].sum(), x.size)))
+
+
+def _any(predicate, size: int) -> bool:
+    """Whether ``predicate(s)`` holds for a chunk s of range(size) (a boolean array's any, chunk by chunk)."""
+    return any(map_chunks(lambda s: bool(np.any(predicate(s))), size))
 
 
 @dataclass(frozen=True)
@@ -80,16 +101,20 @@ class TraceBounds:
     def of(cls, problem, user: float | None = None) -> TraceBounds:
         nonneg_diagonal = _nonnegative_diagonal_constraints(problem)
         blocks, negative_diagonal = [], None
+        every_constraint = bool(nonneg_diagonal.all())
         for k, (coeff, n) in enumerate(zip(problem.A_coords, problem.block_sizes)):
-            pick = nonneg_diagonal[coeff.con]  # such constraints have diagonal entries only
-            con, row, val = coeff.con[pick], coeff.row[pick], coeff.val[pick]
-            ratio = problem.b[con] / val
-            entries = _entry_bounds(row, ratio, n)
-            tau = float(entries.sum())
+            con, row, val = coeff.con, coeff.row, coeff.val
+            if not every_constraint:
+                pick = nonneg_diagonal[con]  # such constraints have diagonal entries only
+                con, row, val = con[pick], row[pick], val[pick]
+            entries = _entry_bounds(row, _ratios(problem.b, con, val), n)
+            tau = _sum(entries)
             if problem.num_blocks == 1 and not problem.n_lp:
                 negative_diagonal = _negative_diagonal(problem, k, entries)
-            # one constraint on the whole diagonal: sum_j a_j X_jj <= b_i, so tr X <= b_i / min_j a_j
-            covering = np.flatnonzero(np.bincount(con, minlength=problem.m) == n)
+            # one constraint on the whole diagonal: sum_j a_j X_jj <= b_i, so tr X <= b_i / min_j a_j. Such a
+            # constraint has n entries, and the coordinates are sorted by constraint: a run of n equal indices.
+            starts = con[:max(con.size - n + 1, 0)]
+            covering = np.unique(starts[starts == con[n - 1:]])
             if covering.size:
                 smallest = np.full(problem.m, np.inf)
                 np.minimum.at(smallest, con, val)
@@ -160,7 +185,8 @@ def _nonnegative_diagonal_constraints(problem) -> np.ndarray:
     """Mask of the constraints whose coefficients are all on diagonals and nonnegative, with b_i >= 0."""
     bad = np.zeros(problem.m, dtype=bool)
     for coeff, terms in zip(problem.A_coords, problem.A_low_rank):
-        bad[coeff.con[(coeff.row != coeff.col) | (coeff.val < 0)]] = True
+        for found in map_chunks(lambda s, c=coeff: c.con[s][(c.row[s] != c.col[s]) | (c.val[s] < 0)], coeff.con.size):
+            bad[found] = True
         bad[terms.con] = True  # a low-rank term is not diagonal
     A_lp = problem.A_lp.tocoo()
     bad[A_lp.row[A_lp.data < 0]] = True
@@ -171,7 +197,8 @@ def _negative_diagonal(problem, k: int, entries: np.ndarray) -> tuple[float, flo
     """(tau_rest, c) for block k when C_k is diagonal (no low-rank term) with negative entries, c the smallest
     |C_jj|, and every other diagonal entry has a finite bound in ``entries`` (their sum is tau_rest); else None."""
     rows, cols, vals = problem.C_coords[k]
-    if problem.C_low_rank[k] is not None or not vals.size or np.any(rows != cols) or np.any(vals >= 0):
+    if (problem.C_low_rank[k] is not None or not vals.size or _any(lambda s: vals[s] >= 0, vals.size)
+            or _any(lambda s: rows[s] != cols[s], rows.size)):
         return None
     rest = np.ones(entries.size, dtype=bool)
     rest[rows] = False
@@ -188,10 +215,12 @@ def _objective_curvature(problem) -> float:
     if any(term is not None and term.d.min() < 0 for term in problem.C_low_rank):
         return 0.0
     for (rows, cols, vals), n in zip(problem.C_coords, problem.block_sizes):
+        # the coordinates are unique, so a diagonal entry missing or <= 0 leaves a disc reaching 0 (MaxCut's
+        # C = -L/4): then skip the radii, O(nnz) twice
+        if _diagonal_count_and_min(rows, cols, vals) != (n, True):
+            return 0.0
         diagonal = rows == cols
         centre = np.bincount(rows[diagonal], vals[diagonal], minlength=n)
-        if centre.size and centre.min() <= 0.0:  # no disc right of 0 (MaxCut's C = -L/4): skip the radii, O(nnz) twice
-            return 0.0
         off = ~diagonal
         sizes = np.abs(vals[off])
         radius = np.bincount(rows[off], sizes, minlength=n) + np.bincount(cols[off], sizes, minlength=n)
@@ -213,18 +242,23 @@ class FixedDiagonals:
     def of(cls, problem, offsets, xp) -> FixedDiagonals | None:
         """The fixed rows of ``problem`` (blocks at ``offsets`` of the stacked factor), as arrays of ``xp``."""
         # a low-rank term counts as two entries: its constraint is never one with a single diagonal entry
-        entries = np.bincount(np.concatenate([c.con for c in problem.A_coords] + [problem.A_lp.tocoo().row]
-                                             + [np.repeat(t.con, 2) for t in problem.A_low_rank]),
-                              minlength=problem.m)
+        sources = [c.con for c in problem.A_coords if c.con.size] + [problem.A_lp.tocoo().row] * bool(problem.A_lp.nnz)
+        sources += [np.repeat(t.con, 2) for t in problem.A_low_rank if t.size]
+        # one block's coordinates alone, sorted by constraint: one entry per constraint iff the indices increase
+        single_entries = len(sources) == 1 and strictly_increasing(sources[0])
+        entries = None if single_entries else np.bincount(np.concatenate(sources + [np.zeros(0, np.int64)]),
+                                                          minlength=problem.m)
         blocks = []
         for coeff, terms, offset, n in zip(problem.A_coords, problem.A_low_rank, offsets, problem.block_sizes):
-            single = (entries[coeff.con] == 1) & (coeff.row == coeff.col) & (coeff.val > 0)
-            if not coeff.con.size or terms.size or not np.all(single):
+            if not coeff.con.size or terms.size or (entries is not None and np.any(entries[coeff.con] != 1)):
                 continue
-            targets = problem.b[coeff.con] / coeff.val
-            if np.any(targets <= 0) or np.bincount(coeff.row, minlength=n).max() > 1:
+            if _any(lambda s, c=coeff: (c.row[s] != c.col[s]) | ~(c.val[s] > 0), coeff.con.size):
                 continue
-            in_order = coeff.row.size == n and np.all(coeff.row == np.arange(n))
+            targets = _ratios(problem.b, coeff.con, coeff.val)
+            in_order = coeff.row.size == n and not _any(lambda s, c=coeff: c.row[s] != np.arange(s.start, s.stop), n)
+            if (_any(lambda s, t=targets: ~(t[s] > 0), targets.size)
+                    or not in_order and np.bincount(coeff.row, minlength=n).max() > 1):
+                continue
             blocks.append((offset, None if in_order else xp.asarray(coeff.row + offset), xp.sqrt(xp.asarray(targets))))
         return cls(tuple(blocks)) if blocks else None
 
@@ -273,3 +307,13 @@ class FixedTrace:
             if values[0] > 0 and np.all(values == values[0]) and np.unique(rows).size == n:
                 return cls(int(i), float(problem.b[i] / values[0]))
         return None
+
+
+def _diagonal_count_and_min(rows, cols, vals) -> tuple[int, bool]:
+    """(the number of diagonal coordinates, whether all their values are positive)."""
+
+    def count(s):
+        on = vals[s][rows[s] == cols[s]]
+        return on.size, bool(np.all(on > 0.0))
+    counts = map_chunks(count, rows.size)
+    return sum(c for c, _ in counts), all(p for _, p in counts)

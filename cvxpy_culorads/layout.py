@@ -40,6 +40,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
+from .hostpasses import map_chunks
 from .kernels import kernels_for
 from .state import initial_rows, widen_factor
 
@@ -70,6 +71,19 @@ class BlockLayout:
         # counted with bincount: np.unique hashes, 0.7 s per 1e6 entries (9 s of the set-up at n = 1e7)
         touching = tuple(int(np.count_nonzero(np.bincount(c.con, minlength=problem.m))) for c in problem.A_coords)
         return cls(sizes, offsets, problem.n_lp, int(sum(sizes)), touching)
+
+
+def _joined(parts: list) -> np.ndarray:
+    """np.concatenate(parts), or the one part with entries itself."""
+    filled = [part for part in parts if part.size]
+    return filled[0] if len(filled) == 1 else np.concatenate(parts)
+
+
+def _folded_squares(rows, cols, vals) -> np.ndarray:
+    """vals^2, twice where off the diagonal (the coordinate stands for two entries)."""
+    out = np.empty(vals.size)
+    map_chunks(lambda s: np.multiply(np.where(rows[s] == cols[s], 1.0, 2.0), np.square(vals[s]), out=out[s]), vals.size)
+    return out
 
 
 def index_type_for(largest: int):
@@ -274,16 +288,18 @@ class CompressedOperator:
         # Coordinates of C and A in the stacked row space (row >= col everywhere).
         c_rows, c_cols, c_vals, a_cons, a_rows, a_cols, a_vals = [], [], [], [], [], [], []
         for off, (cr, cc, cv), coeff in zip(layout.offsets, problem.C_coords, problem.A_coords):
-            c_rows.append(cr + off), c_cols.append(cc + off), c_vals.append(cv)
-            a_cons.append(coeff.con), a_rows.append(coeff.row + off), a_cols.append(coeff.col + off)
-            a_vals.append(coeff.val)
+            c_rows.append(cr + off if off else cr), c_cols.append(cc + off if off else cc), c_vals.append(cv)
+            a_cons.append(coeff.con), a_rows.append(coeff.row + off if off else coeff.row)
+            a_cols.append(coeff.col + off if off else coeff.col), a_vals.append(coeff.val)
         lp_rows = np.arange(layout.lp_offset, n_rows, dtype=np.int64)
         c_rows.append(lp_rows), c_cols.append(lp_rows), c_vals.append(problem.c_lp)
         A_lp = sp.coo_array(problem.A_lp)
         a_cons.append(A_lp.row.astype(np.int64)), a_rows.append(lp_rows[A_lp.col])
         a_cols.append(lp_rows[A_lp.col]), a_vals.append(A_lp.data)
-        c_rows, c_cols, c_vals = map(np.concatenate, (c_rows, c_cols, c_vals))
-        a_cons, a_rows, a_cols, a_vals = map(np.concatenate, (a_cons, a_rows, a_cols, a_vals))
+        # (one block and no nonnegative variables, as every large problem: the problem's own arrays, not copies of
+        # them; nothing below writes to them)
+        c_rows, c_cols, c_vals = map(_joined, (c_rows, c_cols, c_vals))
+        a_cons, a_rows, a_cols, a_vals = map(_joined, (a_cons, a_rows, a_cols, a_vals))
         # l2 rescaling by one scalar, the median row norm s of A (off-diagonals count twice): A <- A / s and
         # b <- b / s keep the penalty commensurate with the objective when the coefficients are large (arch*:
         # ||A_i|| ~ 1e4, b_i ~ 2, which left the ADMM CG at its iteration cap). One scalar keeps the relative
@@ -294,7 +310,7 @@ class CompressedOperator:
         term_con = np.concatenate([t.con for t in problem.A_low_rank] + [np.zeros(0, np.int64)])  # no PSD block: none
         self.row_scale = 1.0
         if rescale:
-            squares = np.bincount(a_cons, np.where(a_rows == a_cols, 1.0, 2.0) * a_vals ** 2, minlength=self.m)
+            squares = np.bincount(a_cons, _folded_squares(a_rows, a_cols, a_vals), minlength=self.m)
             squares = squares + _term_squares(*constraint_terms, term_con, term_weights, self.m)
             self.row_scale = float(np.median(np.sqrt(squares[squares > 0]))) if np.any(squares > 0) else 1.0
             a_vals = a_vals / self.row_scale

@@ -2,15 +2,15 @@
 
 ``ProblemNorms`` holds the norms of b, C and A that the errors divide by; ``primal_infeasibility`` and
 ``relative_gap`` are the cuLoRADS paper's err1 and err3; ``worst`` is the largest of several measures, with an
-unknown (NaN) one counting as infinitely bad. This is a leaf module (it imports nothing of the
-package), so the phases' progress rows (``state.py``) and the certificates can both use it.
+unknown (NaN) one counting as infinitely bad. It imports only the leaf ``hostpasses`` of the package, so the
+phases' progress rows (``state.py``) and the certificates can both use it.
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
 
-import numpy as np
+from .hostpasses import abs_max
 
 __all__ = ["ProblemNorms", "primal_infeasibility", "relative_gap", "worst"]
 
@@ -26,8 +26,7 @@ class ProblemNorms:
 
     @classmethod
     def of(cls, problem) -> ProblemNorms:
-        A_inf = max([float(np.abs(c.val).max(initial=0.0)) for c in problem.A_coords]
-                    + [float(np.abs(problem.A_lp.data).max(initial=0.0))]
+        A_inf = max([abs_max(c.val) for c in problem.A_coords] + [abs_max(problem.A_lp.data)]
                     + [t.term.max_abs_entry() for t in problem.A_low_rank if t.term is not None])
         return cls(problem.b_norm_1, problem.b_norm_2, problem.b_norm_inf, problem.C_norm_1, problem.C_norm_inf,
                    A_inf)

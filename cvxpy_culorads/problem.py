@@ -14,6 +14,7 @@ compresses it into device operators (``layout.py``).
 """
 from __future__ import annotations
 
+import math
 import numbers
 import reprlib
 from collections.abc import Sequence
@@ -22,6 +23,7 @@ from typing import NamedTuple
 import numpy as np
 import scipy.sparse as sp
 
+from .hostpasses import abs_max, abs_sum, map_chunks, squares_sum
 from .lowrank import LowRank, SparsePlusLowRank
 
 __all__ = ["SDPProblem", "BlockCoefficients", "LowRankCoefficients", "lower_coordinates", "sum_duplicates"]
@@ -482,30 +484,32 @@ class SDPProblem:
 
     @property
     def b_norm_1(self) -> float:
-        return float(np.abs(self.b).sum())
+        return abs_sum(self.b)
 
     @property
     def b_norm_2(self) -> float:
-        return float(np.linalg.norm(self.b))
+        return math.sqrt(squares_sum(self.b))
 
     @property
     def b_norm_inf(self) -> float:
-        return float(np.abs(self.b).max(initial=0.0))
+        return abs_max(self.b)
 
     @property
     def C_norm_1(self) -> float:
         """Sum of |entries| of all C_k (full symmetric matrices) plus ||c_lp||_1; low-rank terms add the bound of
         :meth:`LowRank.abs_sum_bound` (exact for one column, as theta's J)."""
-        full = sum(2.0 * float(np.abs(v).sum()) - float(np.abs(v[r == c]).sum()) for r, c, v in self.C_coords)
+        def full(r, c, v):  # the lower triangle's entries off the diagonal count twice
+            return sum(map_chunks(lambda s: 2.0 * float(np.abs(v[s]).sum()) - float(np.abs(v[s][r[s] == c[s]]).sum()),
+                                  v.size))
         terms = sum(t.abs_sum_bound() for t in self.C_low_rank if t is not None)
-        return full + terms + float(np.abs(self.c_lp).sum())
+        return sum(full(*coords) for coords in self.C_coords) + terms + abs_sum(self.c_lp)
 
     @property
     def C_norm_inf(self) -> float:
         """The largest |entry| of the C_k and c_lp; a block with a low-rank term counts the sum of its parts' largest
         entries (an upper bound that never expands the term)."""
-        vals = [np.abs(v).max(initial=0.0) + (0.0 if t is None else t.max_abs_entry())
-                for (_, _, v), t in zip(self.C_coords, self.C_low_rank)] + [np.abs(self.c_lp).max(initial=0.0)]
+        vals = [abs_max(v) + (0.0 if t is None else t.max_abs_entry())
+                for (_, _, v), t in zip(self.C_coords, self.C_low_rank)] + [abs_max(self.c_lp)]
         return float(max(vals))
 
     def __repr__(self) -> str:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .hostpasses import map_chunks
 from .lowrank import LowRank
 from .problem import BlockCoefficients, SDPProblem
 
@@ -29,21 +30,18 @@ def _block_scaling(problem: SDPProblem, k: int) -> np.ndarray | None:
     no copy of them all: at n = 1e8 that would be 1.6 GB)."""
     rows, cols, vals = problem.C_coords[k]
     coeff = problem.A_coords[k]
-    on_c, on_a = rows == cols, coeff.row == coeff.col
-    parts = [np.abs(vals[on_c]), np.abs(coeff.val[on_a])]
     terms = [t for t in (problem.C_low_rank[k], problem.A_low_rank[k].term) if t is not None]
     term_diagonal = np.max([np.abs(t.U.multiply(t.U) @ np.abs(t.d)) for t in terms], axis=0) if terms else None
-    if term_diagonal is not None:
-        parts.append(term_diagonal[term_diagonal > 0])
-    present_parts = [part for part in parts if part.size]
-    if not present_parts:
-        return None
-    largest, smallest = max(part.max() for part in present_parts), min(part.min() for part in present_parts)
-    if largest <= SCALE_SPREAD * smallest:
+    ranges = [_diagonal_range(rows, cols, vals), _diagonal_range(coeff.row, coeff.col, coeff.val)]
+    if term_diagonal is not None and np.any(term_diagonal > 0):
+        ranges.append((term_diagonal[term_diagonal > 0].min(), term_diagonal.max()))
+    largest, smallest = max(high for _, high in ranges), min(low for low, _ in ranges)
+    if not largest > 0.0 or largest <= SCALE_SPREAD * smallest:  # no diagonal coefficient, or a narrow spread
         return None
     scales = np.zeros(problem.block_sizes[k])
-    np.maximum.at(scales, rows[on_c], parts[0])
-    np.maximum.at(scales, coeff.row[on_a], parts[1])
+    for r, c, v in ((rows, cols, vals), (coeff.row, coeff.col, coeff.val)):
+        on = r == c
+        np.maximum.at(scales, r[on], np.abs(v[on]))
     if term_diagonal is not None:
         np.maximum(scales, term_diagonal, out=scales)
     present = scales > 0.0
@@ -52,6 +50,16 @@ def _block_scaling(problem: SDPProblem, k: int) -> np.ndarray | None:
     d = np.ones(scales.size)
     d[present] = np.sqrt(np.median(scales[present]) / scales[present])
     return d
+
+
+def _diagonal_range(rows, cols, vals) -> tuple[float, float]:
+    """(smallest, largest) |val| over the diagonal coordinates (rows == cols; (inf, 0) where there are none)."""
+
+    def extremes(s):
+        on = np.abs(vals[s][rows[s] == cols[s]])
+        return float(on.min(initial=np.inf)), float(on.max(initial=0.0))
+    found = map_chunks(extremes, rows.size)
+    return min((low for low, _ in found), default=np.inf), max((high for _, high in found), default=0.0)
 
 
 @dataclass(frozen=True)

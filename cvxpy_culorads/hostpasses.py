@@ -1,0 +1,62 @@
+"""Passes over long host arrays in chunks, on a pool of threads.
+
+The data of a problem with n = 1e8 are arrays of 10^8 to 10^9 entries, and what the solver derives from them before
+and after the device set-up (norms, trace bounds, fixed diagonals) is a handful of NumPy expressions over each. Run
+whole, an expression uses one core and allocates temporaries the size of its input: on the 2 x H200 machine the
+norms and the trace bounds of MaxCut at n = 1e8 took 13 s of host time per solve, as long as 300 optimisation steps
+on two GPUs. Here an expression is written for one slice of the arrays and mapped over chunks of ``CHUNK`` entries
+by a pool of threads (NumPy releases the interpreter's lock inside its loops), so the temporaries stay small and every
+core takes part. A leaf module: it imports nothing of the package.
+"""
+from __future__ import annotations
+
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+__all__ = ["CHUNK", "map_chunks", "abs_max", "abs_sum", "squares_sum", "strictly_increasing"]
+
+CHUNK = 1 << 20  # entries per task: 8 MB of float64, small enough for the caches, large beside a task's overhead
+
+_POOL: list[ThreadPoolExecutor] = []
+_POOL_LOCK = threading.Lock()
+
+
+def _pool() -> ThreadPoolExecutor:
+    with _POOL_LOCK:
+        if not _POOL:
+            cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+            _POOL.append(ThreadPoolExecutor(max_workers=max(1, min(32, cores)), thread_name_prefix="hostpasses"))
+        return _POOL[0]
+
+
+def map_chunks(function, size: int) -> list:
+    """[function(s) for the consecutive slices s of at most ``CHUNK`` entries that cover range(size)], in order; on
+    the pool when there are several (an empty list for size 0)."""
+    chunk = CHUNK
+    slices = [slice(start, min(start + chunk, size)) for start in range(0, size, chunk)]
+    if len(slices) <= 1:
+        return [function(s) for s in slices]
+    return list(_pool().map(function, slices))
+
+
+def abs_max(x: np.ndarray) -> float:
+    """max |x_i| (0 for an empty x)."""
+    return max(map_chunks(lambda s: float(np.abs(x[s]).max(initial=0.0)), x.size), default=0.0)
+
+
+def abs_sum(x: np.ndarray) -> float:
+    """sum |x_i|."""
+    return float(sum(map_chunks(lambda s: float(np.abs(x[s]).sum()), x.size)))
+
+
+def squares_sum(x: np.ndarray) -> float:
+    """sum x_i^2."""
+    return float(sum(map_chunks(lambda s: float(x[s] @ x[s]), x.size)))
+
+
+def strictly_increasing(x: np.ndarray) -> bool:
+    """Whether x_0 < x_1 < ... (the chunks overlap by one entry, so their borders are compared too)."""
+    return all(map_chunks(lambda s: bool(np.all(x[s.start + 1:s.stop + 1] > x[s])), max(x.size - 1, 0)))
