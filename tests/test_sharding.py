@@ -299,6 +299,16 @@ def test_shard_matrices_are_the_rows_of_c_split_at_the_shard(chunk, device, monk
             assert got.nnz == expected.nnz  # no entry dropped or added (C's explicit entries, each once)
 
 
+@pytest.mark.parametrize("chunk", [7, 1 << 25])
+def test_row_counts_are_those_of_the_symmetric_matrix(chunk, device, monkeypatch):
+    monkeypatch.setattr(sharding, "BUILD_CHUNK", chunk)
+    problem = maxcut_problem(_graph(300, 6, seed=5))
+    rows, cols, _ = problem.C_coords[0]
+    counts = sharding.symmetric_row_counts(rows, cols, 300, select_backend(device).xp)
+    assert isinstance(counts, np.ndarray)
+    np.testing.assert_array_equal(counts, np.diff(problem.objective_matrix(0).tocsr().indptr))
+
+
 def test_renumbering_counts_towards_the_time_limit(monkeypatch):
     problem = maxcut_problem(_geometric_graph(3000, seed=8))
     renumber = RowOrder.of
