@@ -217,7 +217,7 @@ def _objective_curvature(problem) -> float:
     for (rows, cols, vals), n in zip(problem.C_coords, problem.block_sizes):
         # the coordinates are unique, so a diagonal entry missing or <= 0 leaves a disc reaching 0 (MaxCut's
         # C = -L/4): then skip the radii, O(nnz) twice
-        if _diagonal_count_and_min(rows, cols, vals) != (n, True):
+        if _diagonal_count_and_sign(rows, cols, vals) != (n, True):
             return 0.0
         diagonal = rows == cols
         centre = np.bincount(rows[diagonal], vals[diagonal], minlength=n)
@@ -309,7 +309,7 @@ class FixedTrace:
         return None
 
 
-def _diagonal_count_and_min(rows, cols, vals) -> tuple[int, bool]:
+def _diagonal_count_and_sign(rows, cols, vals) -> tuple[int, bool]:
     """(the number of diagonal coordinates, whether all their values are positive)."""
 
     def count(s):
