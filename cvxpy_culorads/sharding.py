@@ -670,8 +670,8 @@ class ShardedKernels:
     def lanczos_extend(self, basis, j, w, projection, complement):
         """:meth:`CpuKernels.lanczos_extend` over shards (no deflation: ``complement`` is the identity here), with
         no transfer to the host: each pass's coefficients and the norm are all-reduced into every shard's device and
-        used there, so a step is queued on the devices without waiting for them (on 2 x H200 at n = 1e8 the steps
-        with three reductions to the host and cuBLAS' passes took 27 ms, where one device's fused step took 34)."""
+        used there, so a step is queued on the devices without waiting for them (2 x H200, n = 1e8: 23 ms per step, 27
+        ms with cuBLAS' passes and three reductions to the host per step; one device's fused step took about 34)."""
         shards, xp, k = self.shards, self.shards.backend.xp, j + 1
         column = None
         for _ in range(2):  # classical Gram-Schmidt, twice
