@@ -37,7 +37,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .hostpasses import map_chunks, strictly_increasing
+from .hostpasses import holds_anywhere, map_chunks, strictly_increasing
 
 __all__ = ["TraceBounds", "DualBound", "FixedDiagonals", "FixedTrace"]
 
@@ -73,11 +73,6 @@ def _ratios(b: np.ndarray, con: np.ndarray, val: np.ndarray) -> np.ndarray:
 
 def _sum(x: np.ndarray) -> float:
     return float(sum(map_chunks(lambda s: x[s].sum(), x.size)))
-
-
-def _any(predicate, size: int) -> bool:
-    """Whether ``predicate(s)`` holds for a chunk s of range(size) (a boolean array's any, chunk by chunk)."""
-    return any(map_chunks(lambda s: bool(np.any(predicate(s))), size))
 
 
 @dataclass(frozen=True)
@@ -197,8 +192,8 @@ def _negative_diagonal(problem, k: int, entries: np.ndarray) -> tuple[float, flo
     """(tau_rest, c) for block k when C_k is diagonal (no low-rank term) with negative entries, c the smallest
     |C_jj|, and every other diagonal entry has a finite bound in ``entries`` (their sum is tau_rest); else None."""
     rows, cols, vals = problem.C_coords[k]
-    if (problem.C_low_rank[k] is not None or not vals.size or _any(lambda s: vals[s] >= 0, vals.size)
-            or _any(lambda s: rows[s] != cols[s], rows.size)):
+    if (problem.C_low_rank[k] is not None or not vals.size or holds_anywhere(lambda s: vals[s] >= 0, vals.size)
+            or holds_anywhere(lambda s: rows[s] != cols[s], rows.size)):
         return None
     rest = np.ones(entries.size, dtype=bool)
     rest[rows] = False
@@ -252,11 +247,12 @@ class FixedDiagonals:
         for coeff, terms, offset, n in zip(problem.A_coords, problem.A_low_rank, offsets, problem.block_sizes):
             if not coeff.con.size or terms.size or (entries is not None and np.any(entries[coeff.con] != 1)):
                 continue
-            if _any(lambda s, c=coeff: (c.row[s] != c.col[s]) | ~(c.val[s] > 0), coeff.con.size):
+            if holds_anywhere(lambda s, c=coeff: (c.row[s] != c.col[s]) | ~(c.val[s] > 0), coeff.con.size):
                 continue
             targets = _ratios(problem.b, coeff.con, coeff.val)
-            in_order = coeff.row.size == n and not _any(lambda s, c=coeff: c.row[s] != np.arange(s.start, s.stop), n)
-            if (_any(lambda s, t=targets: ~(t[s] > 0), targets.size)
+            in_order = coeff.row.size == n and not holds_anywhere(
+                lambda s, c=coeff: c.row[s] != np.arange(s.start, s.stop), n)
+            if (holds_anywhere(lambda s, t=targets: ~(t[s] > 0), targets.size)
                     or not in_order and np.bincount(coeff.row, minlength=n).max() > 1):
                 continue
             blocks.append((offset, None if in_order else xp.asarray(coeff.row + offset), xp.sqrt(xp.asarray(targets))))

@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-__all__ = ["CHUNK", "map_chunks", "abs_max", "abs_sum", "squares_sum", "strictly_increasing"]
+__all__ = ["CHUNK", "map_chunks", "abs_max", "abs_sum", "squares_sum", "strictly_increasing", "holds_anywhere"]
 
 CHUNK = 1 << 20  # entries per task: 8 MB of float64, small enough for the caches, large beside a task's overhead
 
@@ -60,3 +60,8 @@ def squares_sum(x: np.ndarray) -> float:
 def strictly_increasing(x: np.ndarray) -> bool:
     """Whether x_0 < x_1 < ... (the chunks overlap by one entry, so their borders are compared too)."""
     return all(map_chunks(lambda s: bool(np.all(x[s.start + 1:s.stop + 1] > x[s])), max(x.size - 1, 0)))
+
+
+def holds_anywhere(predicate, size: int) -> bool:
+    """Whether the boolean array ``predicate(s)`` has a true entry for some chunk s of range(size)."""
+    return any(map_chunks(lambda s: bool(np.any(predicate(s))), size))

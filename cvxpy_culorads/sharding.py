@@ -34,7 +34,7 @@ import scipy.sparse as sp
 from scipy.sparse.csgraph import reverse_cuthill_mckee
 
 from .backend import Backend, gpu_available, select_backend
-from .hostpasses import map_chunks, strictly_increasing
+from .hostpasses import holds_anywhere, strictly_increasing
 from .kernels import CpuKernels, hashed_uniform, kernels_for, lbfgs_coefficients
 from .layout import absolute_row_sums, coordinate_csr, gershgorin_radii, index_type_for
 from .problem import BlockCoefficients, SDPProblem
@@ -803,7 +803,7 @@ class ShardedSpheresOperator:
         self.backend, self.layout, self.m = backend, layout, problem.m
         # one diagonal entry per constraint (the constraints are sorted: then they increase), each row once
         if not (coeff.row.size == n == problem.m and strictly_increasing(coeff.con)
-                and not any(map_chunks(lambda s: bool(np.any(coeff.row[s] != coeff.col[s])), n))
+                and not holds_anywhere(lambda s: coeff.row[s] != coeff.col[s], n)
                 and np.bincount(coeff.row, minlength=n).max() == 1):
             raise ValueError(SHARDED_PROBLEMS_MESSAGE)
         rows, cols, _ = coords = problem.C_coords[0]
