@@ -81,6 +81,12 @@ def _warm_up_split(gpus: int, halos) -> None:
             cl.solve(small, device="gpu", devices=gpus, rank=rank, halo_precision=halo, max_iter=300)
 
 
+def warm_up_all(gpus: int, halos) -> None:
+    """One GPU's kernels (``run.warm_up``) and the split path's on every GPU compiled, before anything is timed."""
+    warm_up(select_backend("gpu"))
+    _warm_up_split(gpus, halos)
+
+
 def _solve(problem, gpus: int, edges: int, args, halo: str = "double") -> dict:
     PRODUCTS[0] = 0
     optional = {name: value for name, value in (("tol", args.tol), ("max_iter", args.steps)) if value is not None}
@@ -100,7 +106,8 @@ def _solve(problem, gpus: int, edges: int, args, halo: str = "double") -> dict:
     return row
 
 
-def _problem(graph: str, n: int):
+def graph_problem(graph: str, n: int):
+    """(the MaxCut SDP of the ``--graph`` kind with about n vertices, its edge count)."""
     if graph == "rgg":
         W = rgg_graph(round(math.log2(n)), device="gpu").get()
         return maxcut_problem(W, name=f"rgg{W.shape[0]}"), W.nnz // 2
@@ -127,12 +134,11 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     halos = args.halo_precision.split(",")
     _count_products()
-    warm_up(select_backend("gpu"))
-    _warm_up_split(args.gpus, halos)
+    warm_up_all(args.gpus, halos)
     rows = []
     for n in (int(float(size)) for size in args.sizes.split(",") if size):
         began = time.perf_counter()
-        problem, edges = _problem(args.graph, n)
+        problem, edges = graph_problem(args.graph, n)
         print(f"n={n}: graph and problem built in {time.perf_counter() - began:.1f} s", flush=True)
         single = None if args.split_only else _solve(problem, 1, edges, args)
         rows += [single] if single is not None else []
@@ -145,7 +151,7 @@ def main(argv=None) -> int:
     footer = ""
     if args.weak:
         n = int(args.weak)
-        small, large = _problem(args.graph, n), _problem(args.graph, args.gpus * n)
+        small, large = graph_problem(args.graph, n), graph_problem(args.graph, args.gpus * n)
         one = _solve(small[0], 1, small[1], args)
         rows.append(one)
         footer = f"Weak scaling: {one['n']} vertices on 1 GPU ({one['ms_per_step']} ms per step) against"

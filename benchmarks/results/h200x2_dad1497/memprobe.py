@@ -7,14 +7,12 @@ import sys
 
 sys.path.insert(0, "benchmarks")
 
+from multi_gpu import graph_problem  # noqa: E402
 from run import warm_up  # noqa: E402
 
 import cvxpy_culorads as cl  # noqa: E402
 from cvxpy_culorads import driver  # noqa: E402
 from cvxpy_culorads.backend import select_backend  # noqa: E402
-from cvxpy_culorads.models import maxcut_problem_from_edges  # noqa: E402
-
-from graphs import random_regular_like_edges  # noqa: E402
 
 records = []
 original = driver._Run.run_phase
@@ -32,10 +30,7 @@ driver._Run.run_phase = probed
 
 warm_up(select_backend("gpu"))
 n = int(float(sys.argv[1])) if len(sys.argv) > 1 else 100_000_000
-rows, cols = random_regular_like_edges(n, 4, seed=1, device="gpu")
-select_backend("gpu").release_cached_blocks()
-problem = maxcut_problem_from_edges(n, rows, cols)
-del rows, cols
+problem = graph_problem("sparse", n)[0]
 RUNS = ((None, dict(max_iter=100)), (2, dict(max_iter=100)),
         (2, dict(tol=1e-2, halo_precision="single", time_limit=200)))
 for devices, extra in RUNS:

@@ -6,22 +6,13 @@ import sys
 
 sys.path.insert(0, "benchmarks")
 
-from multi_gpu import _warm_up_split  # noqa: E402
-from run import warm_up  # noqa: E402
+from multi_gpu import graph_problem, warm_up_all  # noqa: E402
 
 import cvxpy_culorads as cl  # noqa: E402
-from cvxpy_culorads.backend import select_backend  # noqa: E402
-from cvxpy_culorads.models import maxcut_problem_from_edges  # noqa: E402
 
-from graphs import random_regular_like_edges  # noqa: E402
-
-warm_up(select_backend("gpu"))
-_warm_up_split(2, ["double"])
+warm_up_all(2, ["double"])
 n = 100_000_000
-rows, cols = random_regular_like_edges(n, 4, seed=1, device="gpu")
-select_backend("gpu").release_cached_blocks()
-problem = maxcut_problem_from_edges(n, rows, cols)
-del rows, cols
+problem = graph_problem("sparse", n)[0]
 for seed in (1, 2):
     for devices in (None, 2):
         r = cl.solve(problem, device="gpu", devices=devices, rank=5, shard_order="given", tol=1e-2, seed=seed,

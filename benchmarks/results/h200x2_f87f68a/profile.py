@@ -12,25 +12,16 @@ import time
 
 sys.path.insert(0, "benchmarks")
 
-from multi_gpu import _warm_up_split  # noqa: E402
-from run import warm_up  # noqa: E402
+from multi_gpu import graph_problem, warm_up_all  # noqa: E402
 
 import cvxpy_culorads as cl  # noqa: E402
-from cvxpy_culorads.backend import select_backend  # noqa: E402
-from cvxpy_culorads.models import maxcut_problem_from_edges  # noqa: E402
-
-from graphs import random_regular_like_edges  # noqa: E402
 
 n = int(float(sys.argv[1]))
 out = os.environ.get("OUT", ".")
-warm_up(select_backend("gpu"))
-_warm_up_split(2, ["double"])
-rows, cols = random_regular_like_edges(n, 4, seed=1, device="gpu")
-select_backend("gpu").release_cached_blocks()
+warm_up_all(2, ["double"])
 began = time.perf_counter()
-problem = maxcut_problem_from_edges(n, rows, cols)
-print("problem", round(time.perf_counter() - began, 1), flush=True)
-del rows, cols
+problem = graph_problem("sparse", n)[0]
+print("graph and problem", round(time.perf_counter() - began, 1), flush=True)
 for devices in [None if d == "1" else int(d) for d in sys.argv[2:]]:
     profile = cProfile.Profile()
     profile.enable()
