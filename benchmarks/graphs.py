@@ -33,6 +33,8 @@ hit the caches, so a random numbering would benchmark a harder problem than the 
 - ``random_regular_like(n, degree, seed)``: every vertex draws ``degree // 2`` partners uniformly at random
   (self loops dropped, repeated pairs merged), so the average degree is about ``degree`` with a Poisson-like
   spread: a quick random graph with no locality, for scaling tests.
+- ``toroidal_grid_edges(height, width, seed)``: Gset's toroidal grids (G62-G81) at any size, as the edge list of
+  the lower triangle: degree 4, weights +-1, numbered row by row (the locality case for several GPUs).
 - ``banded_graph(n, degree, bandwidth, seed)``: every vertex i draws ``degree // 2`` partners
   i + U{1..bandwidth} (dropped past n - 1): the same degree as above but with good locality, the best
   case for gathers of factor rows.
@@ -46,7 +48,7 @@ import numpy as np
 import scipy.sparse
 
 __all__ = ["delaunay_graph", "rgg_graph", "rgg_radius", "random_geometric_graph", "random_regular_like",
-           "banded_graph", "edge_list", "spatial_order"]
+           "random_regular_like_edges", "toroidal_grid_edges", "banded_graph", "edge_list", "spatial_order"]
 
 _CHUNK = 1 << 21  # points per pass of the neighbour search (bounds the candidate-pair temporaries)
 
@@ -206,19 +208,42 @@ def random_regular_like(n: int, degree: int = 10, seed: int = 0, *, device: str 
     return _csr_from_pairs(*map(xp.asarray, _random_partners(n, degree, seed)), n, xp)
 
 
-def random_regular_like_edges(n: int, degree: int = 10, seed: int = 0, *, device: str = "cpu"):
-    """The edges of ``random_regular_like(n, degree, seed)`` once each, as host arrays (i, j) of the strict lower
-    triangle in row-major order (``models.maxcut_problem_from_edges``'s fast path): at n = 3e8 the symmetric matrix
-    would be 14 GB and its transpose for the symmetry check minutes of the host. Sorted on the GPU for "gpu"."""
-    xp = _xp(device)
-    a, b = map(xp.asarray, _random_partners(n, degree, seed))
+def _lower_triangle(a, b, n: int, xp):
+    """The pairs {a_e, b_e} (arrays of ``xp``, a_e != b_e) as host arrays (i, j) of the strict lower triangle in
+    row-major order, repeats merged (``models.maxcut_problem_from_edges``'s fast path)."""
     keys = xp.maximum(a, b) * n + xp.minimum(a, b)
     del a, b
-    keys = xp.unique(keys)  # sorted by (row, col), duplicates merged
+    keys = xp.unique(keys)  # sorted by (row, col)
     rows = keys // n
     cols = keys - rows * n
     del keys
     return (rows, cols) if xp is np else (rows.get(), cols.get())
+
+
+def random_regular_like_edges(n: int, degree: int = 10, seed: int = 0, *, device: str = "cpu"):
+    """The edges of ``random_regular_like(n, degree, seed)`` once each, as host arrays (i, j) of the strict lower
+    triangle in row-major order: at n = 3e8 the symmetric matrix would be 14 GB and its transpose for the symmetry
+    check minutes of the host. Sorted on the GPU for "gpu"."""
+    xp = _xp(device)
+    return _lower_triangle(*map(xp.asarray, _random_partners(n, degree, seed)), n, xp)
+
+
+def toroidal_grid_edges(height: int, width: int, seed: int = 0, *, device: str = "cpu"):
+    """The toroidal grid of Gset's G62-G81 at any size: vertex r * width + c (numbered row by row) joined to its right
+    neighbour (r, c + 1 mod width) and the one below, (r + 1 mod height, c), each edge weighted +1 or -1 with equal
+    probability (a two-dimensional spin glass; G81 is this graph at 200 x 100). As host arrays (i, j, w) of the strict
+    lower triangle in row-major order, the weights drawn in that order by ``numpy.random.default_rng(seed)``. Every
+    vertex has degree 4 and the numbering keeps neighbours close: contiguous shards of the rows share only the grid
+    rows beside their cuts and the wrap-around row. Sorted on the GPU for "gpu"."""
+    if min(height, width) < 3:
+        raise ValueError(f"a toroidal grid needs at least 3 x 3 vertices (fewer repeat edges), got {height} x {width}")
+    xp, n = _xp(device), height * width
+    vertex = xp.arange(n, dtype=np.int64)
+    right = vertex - vertex % width + (vertex + 1) % width
+    below = (vertex + width) % n
+    rows, cols = _lower_triangle(xp.concatenate([vertex, vertex]), xp.concatenate([right, below]), n, xp)
+    weights = 2.0 * np.random.default_rng(seed).integers(0, 2, rows.size) - 1.0
+    return rows, cols, weights
 
 
 def banded_graph(n: int, degree: int = 10, bandwidth: int = 64, seed: int = 0, *, device: str = "cpu"):

@@ -99,7 +99,7 @@ def main(argv=None) -> int:
     pending.wait()
 
     def halo_parts():
-        shards.each(lambda s, c, b, o: c is None or gpu_kernels.csr_matmul(c, b, o, addend=o, beta=1.0),
+        shards.each(lambda s, part, b, o: part is None or part.add_product(shards.kernels[s], b, o),
                     op.C.halo, buffers, out)
 
     times = dict(exchange=milliseconds(exchanged, backend), peer_copy=milliseconds(peer_copied, backend),

@@ -81,7 +81,7 @@ def main(argv=None) -> int:
             part, target = V[lo:hi], out[lo:hi]
             buffer = cupy.ascontiguousarray(V[halo])
             own_total += milliseconds(partial(gpu_kernels.csr_matmul, own, part, target))
-            halo_total += milliseconds(partial(gpu_kernels.csr_matmul, across, buffer, target, addend=target, beta=1.0))
+            halo_total += milliseconds(partial(across.add_product, gpu_kernels.GpuKernels, buffer, target))
             gather_total += milliseconds(partial(cupy.take, part, sent, axis=0))
         rows += [(r, "own parts", own_total), (r, "halo parts", halo_total),
                  (r, "own + halo", own_total + halo_total), (r, "halo gathers", gather_total),

@@ -1,8 +1,8 @@
-"""MaxCut of random or geometric graphs on one GPU and split over several (``Settings.devices``), side by side.
+"""MaxCut of random, geometric or grid graphs on one GPU and split over several (``Settings.devices``), side by side.
 
 Usage::
 
-    python benchmarks/multi_gpu.py --sizes 1e6,1e7 --gpus 2 [--weak 5e6] [--steps N] [--graph sparse|rgg]
+    python benchmarks/multi_gpu.py --sizes 1e6,1e7 --gpus 2 [--weak 5e6] [--steps N] [--graph sparse|rgg|torus]
                                    [--rank R] [--split-only] [--shard-order auto] [--time-limit S]
                                    [--halo-precision single,double] [--tol T] [--verbose] [--out DIR]
 
@@ -10,8 +10,10 @@ For every n of ``--sizes``, the MaxCut SDP of ``graphs.random_regular_like(n, 4,
 ``sparse`` suite's graphs: average degree ~4, no locality, so most of a shard's neighbours live on the other shards;
 built from the edge list by ``models.maxcut_problem_from_edges``, which n = 3e8 needs) or of
 ``graphs.rgg_graph(round(log2 n))`` (``--graph rgg``: the random geometric graph of the ``rgg`` suite, numbered
-along a Z-order curve, so that contiguous shards keep most neighbours inside) is solved with the defaults (``--rank
-R``: from R columns, for sizes whose default start fits on neither) on one GPU and on ``--gpus`` GPUs
+along a Z-order curve, so that contiguous shards keep most neighbours inside) or of
+``graphs.toroidal_grid_edges(s, s, seed=1)`` with s = round(sqrt n) (``--graph torus``: Gset's toroidal spin glass,
+degree 4 and +-1 weights, numbered row by row; two contiguous shards share four grid rows) is solved with the
+defaults (``--rank R``: from R columns, for sizes whose default start fits on neither) on one GPU and on ``--gpus`` GPUs
 (``--split-only``: on the GPUs only, for sizes one GPU cannot hold); ``speedup`` is the one-GPU time over the split
 time, both measured after the data reached the devices (``seconds``, as in ``run.py``), ``ms_per_step`` the
 Riemannian phase's time per step and ``products_per_step`` its products C R per step (a step's line search may try
@@ -45,7 +47,7 @@ from cvxpy_culorads import riemannian  # noqa: E402
 from cvxpy_culorads.backend import select_backend  # noqa: E402
 from cvxpy_culorads.models import maxcut_problem, maxcut_problem_from_edges  # noqa: E402
 
-from graphs import random_regular_like, random_regular_like_edges, rgg_graph  # noqa: E402
+from graphs import random_regular_like, random_regular_like_edges, rgg_graph, toroidal_grid_edges  # noqa: E402
 from report import result_fields, write_tables  # noqa: E402
 
 COLUMNS = ["n", "edges", "gpus", "halo", "seconds", "speedup", "riemannian_steps", "ms_per_step", "products_per_step",
@@ -111,6 +113,10 @@ def graph_problem(graph: str, n: int):
     if graph == "rgg":
         W = rgg_graph(round(math.log2(n)), device="gpu").get()
         return maxcut_problem(W, name=f"rgg{W.shape[0]}"), W.nnz // 2
+    if graph == "torus":  # the square grid of about n vertices
+        side = round(math.sqrt(n))
+        rows, cols, weights = toroidal_grid_edges(side, side, seed=1, device="gpu")
+        return maxcut_problem_from_edges(side * side, rows, cols, weights, name=f"torus{side}x{side}"), rows.size
     rows, cols = random_regular_like_edges(n, 4, seed=1, device="gpu")  # at 3e8 the symmetric W would not do
     return maxcut_problem_from_edges(n, rows, cols, name=f"sparse{n}"), rows.size
 
@@ -121,7 +127,7 @@ def main(argv=None) -> int:
     parser.add_argument("--gpus", type=int, default=2)
     parser.add_argument("--weak", type=float, default=None, help="vertices per GPU of the weak-scaling pair")
     parser.add_argument("--steps", type=int, default=None, help="stop every solve after this many steps")
-    parser.add_argument("--graph", choices=("sparse", "rgg"), default="sparse")
+    parser.add_argument("--graph", choices=("sparse", "rgg", "torus"), default="sparse")
     parser.add_argument("--rank", type=int, default=None, help="initial rank of every solve (default: the solver's)")
     parser.add_argument("--split-only", action="store_true", help="skip the one-GPU solve of --sizes")
     parser.add_argument("--shard-order", default="auto", help="Settings.shard_order (split solves)")
@@ -160,7 +166,8 @@ def main(argv=None) -> int:
             footer += (f" {rows[-1]['n']} on {args.gpus} with {halo} halos ({rows[-1]['ms_per_step']} ms, "
                        f"efficiency {one['ms_per_step'] / rows[-1]['ms_per_step']:.2f});")
         footer = footer[:-1] + "."
-    graph = "Sparse MaxCut (degree ~4)" if args.graph == "sparse" else "MaxCut of rgg graphs (Z-order)"
+    graph = {"sparse": "Sparse MaxCut (degree ~4)", "rgg": "MaxCut of rgg graphs (Z-order)",
+             "torus": "MaxCut of toroidal grids with +-1 weights (Gset G62-G81 at scale)"}[args.graph]
     title = f"### {graph} on 1 and {args.gpus} GPUs ({select_backend('gpu').describe()})"
     print(write_tables(rows, Path(args.out) / "multi_gpu", title, footer, COLUMNS))
     return 0

@@ -150,3 +150,32 @@ def test_gpu_versions_match_cpu():
         host = gpu.get()
         assert (host != cpu).nnz == 0
         assert np.array_equal(host.indptr, cpu.indptr) and np.array_equal(host.indices, cpu.indices)
+
+
+@pytest.mark.parametrize("device", ["cpu", "gpu"])
+@pytest.mark.parametrize("height, width", [(3, 3), (5, 4), (7, 12)])
+def test_toroidal_grid_is_the_grid_on_a_torus(height, width, device):
+    if device == "gpu":
+        _require_gpu()
+    n = height * width
+    rows, cols, weights = graphs.toroidal_grid_edges(height, width, seed=3, device=device)
+    expected = set()
+    for r in range(height):
+        for c in range(width):
+            v = r * width + c
+            for u in (r * width + (c + 1) % width, ((r + 1) % height) * width + c):
+                expected.add((max(u, v), min(u, v)))
+    assert set(zip(rows.tolist(), cols.tolist())) == expected and rows.size == 2 * n
+    keys = rows * n + cols
+    assert np.all(np.diff(keys) > 0)  # the strict lower triangle, row-major
+    assert np.array_equal(np.bincount(rows, minlength=n) + np.bincount(cols, minlength=n), np.full(n, 4))
+    assert set(np.unique(weights).tolist()) <= {-1.0, 1.0}
+
+
+def test_toroidal_grid_weights_are_balanced_and_seeded():
+    _, _, weights = graphs.toroidal_grid_edges(100, 200, seed=1)
+    assert abs(weights.mean()) < 0.02  # 40000 edges: four standard deviations of a fair sign's mean
+    assert np.array_equal(weights, graphs.toroidal_grid_edges(100, 200, seed=1)[2])
+    assert not np.array_equal(weights, graphs.toroidal_grid_edges(100, 200, seed=2)[2])
+    with pytest.raises(ValueError, match="3 x 3"):
+        graphs.toroidal_grid_edges(2, 10)

@@ -34,10 +34,21 @@ def _graph(n: int, degree: int, seed: int) -> sp.csr_array:
     return (W + W.T).tocsr()
 
 
-def _weighted_diagonals(n: int, seed: int) -> SDPProblem:
+def _banded_graph(n: int, seed: int) -> sp.csr_array:
+    """Each vertex i joined to i + 1, ..., i + 3 with weights 1 or 2: cut into shards, only the rows beside a cut have
+    halo entries (the compressed halo part, ``sharding.HaloPart``)."""
+    rng = np.random.default_rng(seed)
+    a = np.repeat(np.arange(n), 3)
+    b = a + np.tile([1, 2, 3], n)
+    keep = b < n
+    W = sp.csr_array((rng.choice([1.0, 2.0], keep.sum()), (a[keep], b[keep])), shape=(n, n))
+    return (W + W.T).tocsr()
+
+
+def _weighted_diagonals(n: int, seed: int, graph: str = "random") -> SDPProblem:
     """min <C, X> s.t. a_i X_jj = b_i, the constraints in a shuffled order and rows of norms b / a != 1."""
     rng = np.random.default_rng(seed)
-    W = _graph(n, 6, seed)
+    W = _graph(n, 6, seed) if graph == "random" else _banded_graph(n, seed)
     C = sp.diags(np.asarray(W.sum(axis=1)).ravel()) - W
     rows = rng.permutation(n)
     a = rng.uniform(0.5, 2.0, n)
@@ -74,10 +85,13 @@ def test_balanced_bounds_split_the_weight_evenly():
     assert few[0] == 0 and few[-1] == 2 and np.all(np.diff(few) >= 0)
 
 
+@pytest.mark.parametrize("graph", ["random", "banded"])
 @pytest.mark.parametrize("k", [2, 3])
-def test_sharded_operator_matches_one_device(k, device):
-    problem = _weighted_diagonals(1100, seed=3)
+def test_sharded_operator_matches_one_device(k, graph, device):
+    problem = _weighted_diagonals(1100, seed=3, graph=graph)
     single, sharded = _operators(problem, k, device)
+    compressed = [part.rows is not None for part in sharded.C.halo]
+    assert compressed == [graph == "banded"] * k  # every row or only those beside a cut
     backend, host, xp = sharded.backend, single.backend.to_host, single.backend.xp
     rng = np.random.default_rng(0)
     V = rng.standard_normal((1100, 5))
@@ -104,9 +118,10 @@ def test_sharded_operator_matches_one_device(k, device):
     assert np.array_equal(wide, host(single.widen(V, [5], [7], [xp.asarray(direction)])))
 
 
+@pytest.mark.parametrize("graph", ["random", "banded"])
 @pytest.mark.parametrize("k", [2, 3])
-def test_rounded_products_round_only_the_rows_from_other_shards(k, device):
-    problem = _weighted_diagonals(1100, seed=3)
+def test_rounded_products_round_only_the_rows_from_other_shards(k, graph, device):
+    problem = _weighted_diagonals(1100, seed=3, graph=graph)
     layout = BlockLayout.of(problem)
     backend = simulated_backend(device, k)
     sharded = ShardedSpheresOperator(problem, backend, True, layout, halo_precision="single")
@@ -274,12 +289,14 @@ def test_renumbered_and_kept_orders_solve_as_one_device(graph):
     assert split.primal_objective == pytest.approx(one.primal_objective, rel=1e-5)
 
 
+@pytest.mark.parametrize("graph", ["random", "path"])
 @pytest.mark.parametrize("chunk", [7, 1 << 25])
-def test_shard_matrices_are_the_rows_of_c_split_at_the_shard(chunk, device, monkeypatch):
-    # every shard's own and halo parts, built from the lower triangle in chunks, against slices of the whole matrix
+def test_shard_matrices_are_the_rows_of_c_split_at_the_shard(chunk, graph, device, monkeypatch):
+    # every shard's own and halo parts, built from the lower triangle in chunks, against slices of the whole matrix;
+    # on the path only the rows beside a cut have halo entries, and the halo part keeps only those
     monkeypatch.setattr(sharding, "BUILD_CHUNK", chunk)
     path = sp.csr_array(sp.diags([np.full(59, 2.5), np.full(59, 2.5)], [-1, 1]))  # weights other than 1
-    problem = maxcut_problem(_graph(60, 4, seed=2) + path)
+    problem = maxcut_problem(_graph(60, 4, seed=2) + path if graph == "random" else path)
     C = problem.objective_matrix(0).tocsr()
     backend = select_backend(device)
     for lo, hi in [(0, 60), (0, 17), (17, 41), (41, 60)]:
@@ -289,9 +306,17 @@ def test_shard_matrices_are_the_rows_of_c_split_at_the_shard(chunk, device, monk
         expected_halo = outside[np.abs(rows[:, outside]).sum(axis=0) > 0]
         np.testing.assert_array_equal(halo, expected_halo)
         assert (across is None) is (expected_halo.size == 0)
-        for got, expected in ((own, rows[:, lo:hi]), (across, rows[:, expected_halo])):
-            if got is None:
-                continue
+        parts = [(own, rows[:, lo:hi])]
+        if across is not None:
+            in_halo = rows[:, expected_halo].tocsr()
+            if graph == "path":  # the rows beside the cuts
+                kept = backend.to_host(across.rows)
+                np.testing.assert_array_equal(kept, np.flatnonzero(np.diff(in_halo.indptr)))
+            else:
+                assert across.rows is None
+                kept = np.arange(hi - lo)
+            parts.append((across.matrix, in_halo[kept]))
+        for got, expected in parts:
             got = sp.csr_array((backend.to_host(got.data), backend.to_host(got.indices), backend.to_host(got.indptr)),
                                shape=got.shape)
             assert got.shape == expected.shape and got.has_sorted_indices
