@@ -34,7 +34,7 @@ import scipy.sparse as sp
 from scipy.sparse.csgraph import reverse_cuthill_mckee
 
 from .backend import Backend, gpu_available, select_backend
-from .hostpasses import holds_anywhere, strictly_increasing
+from .hostpasses import holds_anywhere, map_chunks, strictly_increasing
 from .kernels import CpuKernels, hashed_uniform, kernels_for, lbfgs_coefficients
 from .layout import absolute_row_sums, coordinate_csr, gershgorin_radii, index_type_for
 from .problem import BlockCoefficients, SDPProblem
@@ -54,10 +54,10 @@ COMPRESSED_HALO_ROWS = 0.5  # a halo part keeps only its rows with entries when 
 BUILD_CHUNK = 1 << 25  # coordinates (24 bytes each) moved to a device at a time while its shard's rows are picked
 
 
-def shard_bounds(row_counts: np.ndarray, k: int) -> np.ndarray:
-    """The bounds of k shards of the rows of a matrix with ``row_counts`` entries per row: rows plus nonzeros
-    balanced."""
-    return balanced_bounds(1.0 + row_counts, k)
+def shard_bounds(row_counts, k: int, xp=np) -> np.ndarray:
+    """The bounds (on the host) of k shards of the rows of a matrix with ``row_counts`` entries per row (an array of
+    ``xp``): rows plus nonzeros balanced."""
+    return balanced_bounds(1.0 + row_counts, k, xp)
 
 
 def halo_of(C, lo: int, hi: int) -> np.ndarray:
@@ -168,13 +168,13 @@ def _predicted_halo_share(C, k: int, enough: float = math.inf) -> float:
 def symmetric_row_counts(rows: np.ndarray, cols: np.ndarray, n: int, xp=np) -> np.ndarray:
     """Entries per row of the symmetric n x n matrix whose lower triangle has the unique host coordinates (rows,
     cols), counted with ``xp`` in chunks of ``BUILD_CHUNK`` (on a GPU: at n = 1e8 NumPy's two passes took 6 s of the
-    2 x H200 machine's host); on the host."""
+    2 x H200 machine's host); an array of ``xp``."""
     counts = xp.zeros(n, np.int64)
     for start in range(0, rows.size, BUILD_CHUNK):
         r, c = (xp.asarray(a[start:start + BUILD_CHUNK]) for a in (rows, cols))
         counts += xp.bincount(r, minlength=n)
         counts += xp.bincount(c[r != c], minlength=n)
-    return counts if xp is np else counts.get()
+    return counts
 
 
 @dataclass(frozen=True)
@@ -210,15 +210,14 @@ def shard_matrices(backend: Backend, coords, n: int, lo: int, hi: int):
     """Rows lo..hi-1 of the symmetric n x n matrix whose lower triangle has the unique host coordinates ``coords``
     (rows, cols, vals), built on the current device: (their own columns, their halo columns, the halo rows), a CSR
     matrix of ``backend`` over the local numbering of [lo, hi), a :class:`HaloPart` over the halo rows (every outside
-    row these rows reference, ascending, on the host; None for no halo), each row's entries by column. The
-    coordinates travel in
-    chunks of ``BUILD_CHUNK`` and only this shard's entries stay on the device, so that neither the host nor any
-    device holds the whole matrix: at n = 1e8 building it on the host and splitting it there took 57 s of set-up,
-    this 16.5 s (2 x H100)."""
+    row these rows reference, ascending, on the host; None for no halo), each row's entries by column. Only the
+    entries these rows are made of travel (:func:`_shard_pieces`), in chunks of ``BUILD_CHUNK``, so that neither the
+    host nor any device holds the whole matrix: at n = 1e8 building it on the host and splitting it there took 57 s
+    of set-up, this 16.5 s (2 x H100)."""
     xp = backend.xp
     local, column, value = [], [], []
-    for start in range(0, coords[0].size, BUILD_CHUNK):
-        r, c, v = (xp.asarray(a[start:start + BUILD_CHUNK]) for a in coords)
+    for piece in _shard_pieces(coords, lo, hi):
+        r, c, v = (xp.asarray(a) for a in piece)
         lower = (r >= lo) & (r < hi)  # entries of the lower triangle in these rows, and the mirrors of the others
         mirrored = (c >= lo) & (c < hi) & (r != c)
         local += [r[lower] - lo, c[mirrored] - lo]
@@ -249,6 +248,26 @@ def shard_matrices(backend: Backend, coords, n: int, lo: int, hi: int):
     return own, HaloPart(across, touched), backend.to_host(halo)
 
 
+def _shard_pieces(coords, lo: int, hi: int):
+    """The host coordinates (rows, cols, vals) of the lower triangle, sorted by row (``SDPProblem``'s order), that
+    rows lo..hi-1 of the symmetric matrix are made of, in pieces of at most ``BUILD_CHUNK`` entries: the run of
+    entries in these rows, then the entries of later rows whose column lies in [lo, hi) (mirrored, they are entries
+    of these rows), picked on the host's pool of threads. Only these go to the device: the last shard's pieces begin
+    at its first row, and on a graph numbered with locality the other shards pick few of the later rows' entries."""
+    rows, cols, vals = coords
+    start, stop = (int(i) for i in np.searchsorted(rows, [lo, hi]))
+    for begin in range(start, stop, BUILD_CHUNK):
+        piece = slice(begin, min(begin + BUILD_CHUNK, stop))
+        yield rows[piece], cols[piece], vals[piece]
+    for begin in range(stop, rows.size, BUILD_CHUNK):
+        piece = slice(begin, min(begin + BUILD_CHUNK, rows.size))
+        later = cols[piece]
+        picked = np.concatenate(map_chunks(lambda s, c=later: s.start + np.flatnonzero((c[s] >= lo) & (c[s] < hi)),
+                                           later.size))
+        if picked.size:
+            yield rows[piece][picked], later[picked], vals[piece][picked]
+
+
 def _inverse(order: np.ndarray) -> np.ndarray:
     inverse = np.empty_like(order)
     inverse[order] = np.arange(order.size)
@@ -261,12 +280,14 @@ def _renumbered(C, inverse: np.ndarray) -> sp.csr_array:
     return sp.csr_array((coo.data, (inverse[coo.row], inverse[coo.col])), shape=C.shape)
 
 
-def balanced_bounds(weights: np.ndarray, k: int) -> np.ndarray:
-    """Bounds 0 = b_0 <= ... <= b_k = n of k contiguous ranges of about equal total ``weights`` (one per row)."""
+def balanced_bounds(weights, k: int, xp=np) -> np.ndarray:
+    """Bounds 0 = b_0 <= ... <= b_k = n (on the host) of k contiguous ranges of about equal total ``weights`` (one per
+    row, an array of ``xp``: the sums stay where the weights are)."""
     n = weights.size
-    cumulative = np.concatenate([[0.0], np.cumsum(weights, dtype=np.float64)])
-    targets = cumulative[-1] * np.arange(1, k) / k
-    inner = np.searchsorted(cumulative, targets, side="left")
+    cumulative = xp.concatenate([xp.zeros(1), xp.cumsum(weights, dtype=np.float64)])
+    targets = float(cumulative[-1]) * np.arange(1, k) / k
+    inner = xp.searchsorted(cumulative, xp.asarray(targets), side="left")
+    inner = inner if xp is np else inner.get()
     return np.concatenate([[0], np.clip(inner, 0, n), [n]]).astype(np.int64)
 
 
@@ -760,9 +781,19 @@ class ShardedBackend:
         return self.base.asarray(a, dtype)
 
     def to_host(self, a) -> np.ndarray:
-        if isinstance(a, ShardedRows):
+        if not isinstance(a, ShardedRows):
+            return self.base.to_host(a)
+        if not self.is_gpu or a.axis != 0:
             return np.concatenate([self.base.to_host(part) for part in a.parts], axis=a.axis)
-        return self.base.to_host(a)
+        out = np.empty(a.shape, a.dtype)  # each part copied into its rows: no second copy to join them
+        for s, part in enumerate(a.parts):
+            lo, hi = a.shards.rows(s)
+            with part.device:
+                if part.flags.c_contiguous:
+                    part.get(out=out[lo:hi])
+                else:
+                    out[lo:hi] = part.get()
+        return out
 
     def csr(self, matrix):
         return self.base.csr(matrix)
@@ -842,20 +873,22 @@ class ShardedSpheresOperator:
         self.backend, self.layout, self.m = backend, layout, problem.m
         # one diagonal entry per constraint (the constraints are sorted: then they increase), each row once
         if not (coeff.row.size == n == problem.m and strictly_increasing(coeff.con)
-                and not holds_anywhere(lambda s: coeff.row[s] != coeff.col[s], n)
-                and np.bincount(coeff.row, minlength=n).max() == 1):
+                and not holds_anywhere(lambda s: coeff.row[s] != coeff.col[s], n)):
             raise ValueError(SHARDED_PROBLEMS_MESSAGE)
+        # per row of the block: its constraint and coefficient; rows that increase are 0..n-1 in order (MaxCut's)
+        row_con, row_coef = coeff.con, coeff.val
+        if not strictly_increasing(coeff.row):
+            if np.bincount(coeff.row, minlength=n).max() != 1:
+                raise ValueError(SHARDED_PROBLEMS_MESSAGE)
+            row_con, row_coef = np.empty(n, np.int64), np.empty(n)
+            row_con[coeff.row], row_coef[coeff.row] = coeff.con, coeff.val
         rows, cols, _ = coords = problem.C_coords[0]
-        counts = symmetric_row_counts(rows, cols, n, backend.xp)
-        self.shards = shards = backend.partition(shard_bounds(counts, backend.count))
-        self.kernels, xp = backend.kernel_set, backend.xp
+        xp = backend.xp
+        self.shards = shards = backend.partition(shard_bounds(symmetric_row_counts(rows, cols, n, xp), backend.count,
+                                                              xp))
+        self.kernels = backend.kernel_set
         self.row_scale = float(np.median(np.abs(coeff.val))) if rescale else 1.0
         self.b = xp.asarray(problem.b) / self.row_scale
-        # per row of the block: its constraint and coefficient
-        row_con = np.empty(n, np.int64)
-        row_con[coeff.row] = coeff.con
-        row_coef = np.empty(n)
-        row_coef[coeff.row] = coeff.val / self.row_scale
         own, halo, halo_rows = [], [], []
         self._con, self._coef = [], []
         for s in range(shards.k):
@@ -866,7 +899,7 @@ class ShardedSpheresOperator:
                 halo.append(parts[1])
                 halo_rows.append(parts[2])
                 self._con.append(xp.asarray(row_con[lo:hi]))
-                self._coef.append(xp.asarray(row_coef[lo:hi]))
+                self._coef.append(xp.asarray(row_coef[lo:hi]) / self.row_scale)
         self.C = ShardedMatrix(own, halo, HaloExchange(shards, halo_rows), (n, n))
         self.rounds_halo = halo_precision == "single"
         self.rounded_C = self.C.with_halo_dtype(np.float32 if self.rounds_halo else np.float64)

@@ -329,9 +329,12 @@ def test_row_counts_are_those_of_the_symmetric_matrix(chunk, device, monkeypatch
     monkeypatch.setattr(sharding, "BUILD_CHUNK", chunk)
     problem = maxcut_problem(_graph(300, 6, seed=5))
     rows, cols, _ = problem.C_coords[0]
-    counts = sharding.symmetric_row_counts(rows, cols, 300, select_backend(device).xp)
-    assert isinstance(counts, np.ndarray)
-    np.testing.assert_array_equal(counts, np.diff(problem.objective_matrix(0).tocsr().indptr))
+    backend = select_backend(device)
+    counts = sharding.symmetric_row_counts(rows, cols, 300, backend.xp)
+    expected = np.diff(problem.objective_matrix(0).tocsr().indptr)
+    np.testing.assert_array_equal(backend.to_host(counts), expected)
+    for k in (2, 3, 7):  # the bounds balanced where the counts are, as on the host
+        np.testing.assert_array_equal(sharding.shard_bounds(counts, k, backend.xp), sharding.shard_bounds(expected, k))
 
 
 def test_renumbering_counts_towards_the_time_limit(monkeypatch):
