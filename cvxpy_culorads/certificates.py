@@ -23,7 +23,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .kernels import kernels_for
-from .krylov import conjugate_gradient, lanczos_smallest
+from .krylov import LANCZOS_CYCLES, LANCZOS_STEPS, conjugate_gradient, lanczos_cycle_steps, lanczos_smallest
 from .layout import gershgorin_radii, symmetric_times
 from .measures import ProblemNorms
 from .memory import DENSE_LIMIT, deflation_fits
@@ -97,7 +97,8 @@ def smallest_eigenpairs(matrix, layout, backend, accuracy, seed: int = 0, guesse
     ``guesses``: an optional start vector (or None) per block for the iterative solver; ``deadline``: when the
     iterative solver stops whatever its residual; ``subspaces``: per block an n_k x r_k array (or None) whose
     range holds eigenvectors of the smallest eigenvalues: blocks of the orders ``DEFLATION_MIN_ORDER`` to
-    ``DENSE_LIMIT`` try a Lanczos run deflated against it (:func:`_deflated_eigenpair`) before a dense ``eigh``;
+    ``DENSE_LIMIT`` try a Lanczos run deflated against it (:func:`_deflated_eigenpair`) before a dense ``eigh``,
+    and larger blocks run Lanczos cycles as long as its width r_k needs (``krylov.lanczos_cycle_steps``);
     ``failing``: per block the value below which lambda_min fails the caller's test, or None: a plain Lanczos run
     stops, before its residual is down to ``accuracy``, once its Ritz value (an upper estimate) is below it with
     a residual of at most ``krylov.DECIDED_RESIDUAL_SHARE`` times its size. (A lower estimate that already
@@ -127,8 +128,12 @@ def smallest_eigenpairs(matrix, layout, backend, accuracy, seed: int = 0, guesse
         else:
             block = _block(matrix, layout, k)
             fails_below = -math.inf if failing is None else failing[k]
+            # cycles as long as the factor's rank needs, as many more of them as the same budget of steps allows
+            steps = LANCZOS_STEPS if subspace is None else lanczos_cycle_steps(subspace.shape[1])
+            cycles = math.ceil(LANCZOS_STEPS * LANCZOS_CYCLES / steps)
             value, vector, residual = lanczos_smallest(block, n, backend, float(accuracies[k]), seed, guess,
-                                                       deadline=deadline, fails_below=fails_below)
+                                                       steps=steps, cycles=cycles, deadline=deadline,
+                                                       fails_below=fails_below)
             if residual > accuracies[k] and time.perf_counter() >= deadline:
                 residual = max(residual, value - _gershgorin_lower(block, backend))
             result[k] = Eigenpair(value, vector, residual)

@@ -165,7 +165,7 @@ def _predicted_halo_share(C, k: int, enough: float = math.inf) -> float:
     return 0.0 if 2 * reached < n else 2.0 * largest * k / n
 
 
-def symmetric_row_counts(rows: np.ndarray, cols: np.ndarray, n: int, xp=np) -> np.ndarray:
+def symmetric_row_counts(rows: np.ndarray, cols: np.ndarray, n: int, xp=np):
     """Entries per row of the symmetric n x n matrix whose lower triangle has the unique host coordinates (rows,
     cols), counted with ``xp`` in chunks of ``BUILD_CHUNK`` (on a GPU: at n = 1e8 NumPy's two passes took 6 s of the
     2 x H200 machine's host); an array of ``xp``."""

@@ -4,13 +4,14 @@ import pytest
 import scipy.linalg
 import scipy.sparse as sp
 
-from cvxpy_culorads import SDPProblem
+from cvxpy_culorads import SDPProblem, Status, certificates, solve
 from cvxpy_culorads.backend import select_backend
 from cvxpy_culorads.certificates import DENSE_LIMIT, dual_infeasibility, smallest_eigenpairs
+from cvxpy_culorads.krylov import LANCZOS_STEPS, lanczos_cycle_steps
 from cvxpy_culorads.layout import CompressedOperator
 from cvxpy_culorads.measures import ProblemNorms
 
-from support import DEVICES
+from support import DEVICES, random_maxcut
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -220,3 +221,23 @@ def test_deflation_with_a_cluster_wider_than_the_range_is_refused_or_still_a_bou
 def _layout(n: int):
     from cvxpy_culorads.layout import BlockLayout
     return BlockLayout((n,), (0,), 0, n, (1,))
+
+
+def test_certificate_cycles_follow_the_factors_rank(monkeypatch):
+    # a 5-column factor gets cycles of 30 steps (their restarts keep 10 Ritz vectors for a bottom cluster of about
+    # 5), and the bound from the shorter cycles is still below the slack's exact one
+    problem, L = random_maxcut(DENSE_LIMIT + 400, 0.004, seed=3)
+    lengths = []
+    lanczos = certificates.lanczos_smallest
+
+    def recorded(*args, steps, **kwargs):
+        lengths.append(steps)
+        return lanczos(*args, steps=steps, **kwargs)
+    monkeypatch.setattr(certificates, "lanczos_smallest", recorded)
+    result = solve(problem, device="cpu", rank=5, tol=1e-2)
+    assert result.status is Status.OPTIMAL and lengths[0] == 30
+    assert lanczos_cycle_steps(15) == lanczos_cycle_steps(40) == LANCZOS_STEPS
+    y = result.dual
+    exact = float(y.sum()) + L.shape[0] * min(0.0, np.linalg.eigvalsh(-L / 4 - np.diag(y))[0])  # trace X = n
+    assert result.dual_bound <= exact + 1e-9 * abs(exact)
+    assert (result.primal_objective - exact) / (1 + abs(result.primal_objective) + abs(exact)) <= 1e-2
