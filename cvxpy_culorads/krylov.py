@@ -33,7 +33,7 @@ def lanczos_cycle_steps(rank: int) -> int:
     up to ``LANCZOS_STEPS``. Full reorthogonalisation makes step j of a cycle pass over j basis vectors, so that at
     5 columns cycles of 60 did 2.5x the passes of cycles of 30, needed more steps, and took twice the certificates'
     time (MaxCut of a torus 700 x 700, a random graph of 2e5 vertices and rgg 2^17 at tol 1e-2, seeds 0-2, CPU:
-    77160 against 30650 passes, 53.9 s against 24.7 s)."""
+    77160 against 30650 passes, 53.9 s against 24.7 s; ``benchmarks/results/cpu_lanczos_cycles``)."""
     return min(LANCZOS_STEPS, KEPT_RITZ_SHARE * (rank + CLUSTER_MARGIN))
 
 
