@@ -21,8 +21,9 @@ several points, and two runs that differ in rounding soon follow different paths
 ``--weak n``: the weak-scaling pair, n on one GPU against k n on k GPUs; its efficiency compares time per step (the
 two instances need different step counts). ``--steps N``: every solve stops after N steps (``max_iter``; status
 ``iteration_limit``), for a time per step at sizes whose full solve is too long for one device call.
-``--shard-order``: ``Settings.shard_order`` of the split solves (``given`` skips the check of the numbering, whose
-breadth-first search takes about a minute of the device's host at n = 1e8; the random graphs keep their numbering).
+``--shard-order``: ``Settings.shard_order`` of the split solves (``given`` skips the check of the numbering: a pass
+over the coordinates, then, where the halo exceeds a tenth of a shard's rows as on the random graphs, a breadth-first
+search on C that took about a minute of the device's host at n = 1e8; the random graphs keep their numbering).
 ``--time-limit S``: every solve stops after S seconds (``Settings.time_limit``; status ``time_limit``).
 ``--halo-precision``: ``Settings.halo_precision`` of the split solves; several, comma-separated, run one split solve
 (and one large weak-scaling solve) each. ``--tol T``: ``Settings.tol`` of every solve. ``--verbose``: every solve

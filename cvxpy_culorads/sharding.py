@@ -42,7 +42,7 @@ from .state import initial_rows, widen_factor
 
 __all__ = ["SHARDED_PROBLEMS_MESSAGE", "RowOrder", "Shards", "ShardedRows", "ShardedMatrix", "HaloPart",
            "ShardedKernels", "ShardedBackend", "ShardedSpheresOperator", "InProcessCommunicator", "NcclCommunicator",
-           "balanced_bounds", "halo_share", "sharded_backend", "simulated_backend"]
+           "balanced_bounds", "halo_share", "coordinate_halo_share", "sharded_backend", "simulated_backend"]
 
 SHARDED_PROBLEMS_MESSAGE = ("devices > 1 solves, for now, problems on a product of spheres: one PSD block, every "
                             "constraint fixing one diagonal entry of its own row, every row fixed so, no nonnegative "
@@ -80,6 +80,25 @@ def halo_share(C, k: int) -> float:
     return max(halo_of(C, lo, hi).size / max(hi - lo, 1) for lo, hi in zip(bounds[:-1], bounds[1:]))
 
 
+def coordinate_halo_share(coords, n: int, k: int) -> float:
+    """:func:`halo_share` of the symmetric n x n matrix whose lower triangle has the unique host coordinates
+    ``coords`` (rows, cols, vals), from the coordinates: a flag per shard and row marks the rows each shard
+    references elsewhere, set in chunks on the host's pool of threads, and no matrix is built (the check of a given
+    order that ``shard_order="auto"`` keeps, as a geometric or grid graph's numbering is, costs that only)."""
+    rows, cols, _ = coords
+    bounds = shard_bounds(symmetric_row_counts(rows, cols, n), k)
+    referenced = np.zeros((k, n), dtype=bool)
+
+    def mark(s):
+        r, c = rows[s], cols[s]
+        shard_of_r, shard_of_c = (np.searchsorted(bounds, x, side="right") - 1 for x in (r, c))
+        across = shard_of_r != shard_of_c
+        referenced[shard_of_r[across], c[across]] = True  # the same flag set from several threads is still set
+        referenced[shard_of_c[across], r[across]] = True
+    map_chunks(mark, rows.size)
+    return max(referenced[s].sum() / max(hi - lo, 1) for s, (lo, hi) in enumerate(zip(bounds[:-1], bounds[1:])))
+
+
 @dataclass(frozen=True)
 class RowOrder:
     """A renumbering of a one-block problem's rows that keeps more of C inside the shards (``Settings.shard_order``):
@@ -98,16 +117,19 @@ class RowOrder:
         """The renumbering a sharded solve of ``problem`` gets, or None: one device, ``shard_order="given"``, a problem
         the sharded operator does not take (it says why), or, with ``"auto"``, a given order whose halo is already
         within ``HALO_SHARE_KEPT``, or one whose halo a renumbering would not halve (predicted from one breadth-first
-        search before reverse Cuthill-McKee runs, then checked on its result). The checks build C on the host; the
-        shards build their own parts on their devices (:func:`shard_matrices`)."""
+        search before reverse Cuthill-McKee runs, then checked on its result). The given order's halo is measured
+        on the coordinates (:func:`coordinate_halo_share`); the later checks build C on the host; the shards build
+        their own parts on their devices (:func:`shard_matrices`)."""
         k = settings.device_count
         if k <= 1 or settings.shard_order == "given" or problem.num_blocks != 1 or problem.n_lp \
                 or problem.has_low_rank or problem.block_sizes[0] <= k:
             return None
-        C = problem.objective_matrix(0)
-        before = halo_share(C, k)
+        before = coordinate_halo_share(problem.C_coords[0], problem.block_sizes[0], k)
         auto = settings.shard_order == "auto"
-        if auto and (before <= HALO_SHARE_KEPT or _predicted_halo_share(C, k, before / 2) > before / 2):
+        if auto and before <= HALO_SHARE_KEPT:
+            return None
+        C = problem.objective_matrix(0)
+        if auto and _predicted_halo_share(C, k, before / 2) > before / 2:
             return None
         order = reverse_cuthill_mckee(C, symmetric_mode=True).astype(np.int64)
         renumbered = _renumbered(C, _inverse(order))

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from cvxpy_culorads import SDPProblem, Settings, Status, driver, riemannian, sharding, solve
+from cvxpy_culorads import SDPProblem, Settings, Status, driver, hostpasses, riemannian, sharding, solve
 from cvxpy_culorads.backend import gpu_available, select_backend
 from cvxpy_culorads.certificates import smallest_eigenpairs
 from cvxpy_culorads.kernels import CpuKernels, hashed_uniform, lbfgs_coefficients
@@ -351,14 +351,28 @@ def test_renumbering_counts_towards_the_time_limit(monkeypatch):
     assert primal_residual(problem, result) <= 1e-12  # the start, in the given numbering, on its spheres
 
 
-def test_a_local_numbering_is_kept():
+def test_a_local_numbering_is_kept(monkeypatch):
     W = _geometric_graph(3000, seed=7)
     problem = maxcut_problem(W)
     order = RowOrder.of(problem, Settings(devices=2))
     local = RowOrder(order.order, order.halo_before, order.halo_after).apply(problem)
-    assert RowOrder.of(local, Settings(devices=2)) is None
+    with monkeypatch.context() as patched:  # the given order's halo is judged without building C
+        patched.setattr(SDPProblem, "objective_matrix", lambda *args: pytest.fail("C was built"))
+        assert RowOrder.of(local, Settings(devices=2)) is None
     forced = RowOrder.of(local, Settings(devices=2, shard_order="rcm"))
     assert forced is not None and forced.halo_after < 0.1
+
+
+@pytest.mark.parametrize("k", [2, 3, 7])
+def test_the_halo_share_from_coordinates_is_the_matrix_one(k, monkeypatch):
+    monkeypatch.setattr(hostpasses, "CHUNK", 5)  # many chunks, marked by several threads
+    graphs = [_graph(400, 6, seed=4), _banded_graph(400, seed=4), _geometric_graph(400, seed=4),
+              sp.csr_array(sp.diags([np.ones(399), np.ones(399)], [-1, 1]))]
+    for W in graphs:
+        problem = maxcut_problem(W)
+        expected = sharding.halo_share(problem.objective_matrix(0), k)
+        assert sharding.coordinate_halo_share(problem.C_coords[0], 400, k) == expected
+    assert 0 < expected < 0.1  # the path's halo: a row or two beside each cut
 
 
 def test_the_order_check_predicts_from_breadth_first_levels(monkeypatch):
