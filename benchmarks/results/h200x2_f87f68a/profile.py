@@ -1,7 +1,8 @@
-"""cProfile of whole n = 1e8 solves (rank 5, tol 1e-2, seed 1): where the time goes, on one GPU and on two.
+"""cProfile of whole solves (rank 5, tol 1e-2, seed 1): where the time goes, on one GPU and on two.
 
-Run from the repository root on a machine with two GPUs: ``PYTHONPATH=$PWD python3 <this file> 1e8 1 2`` (the
-devices to profile: 1 for one GPU, 2 for two); the profiles go to ``$OUT/prof_<devices>.txt``.
+Run from the repository root on a machine with two GPUs: ``GRAPH=torus PYTHONPATH=$PWD python3 <this file> 1e8 2 1``
+(``GRAPH``: the kind of ``multi_gpu.graph_problem``, ``sparse`` by default; then n and the devices to profile: 1 for
+one GPU, 2 for two); the profiles go to ``$OUT/prof_<devices>.txt``.
 """
 import cProfile
 import io
@@ -20,7 +21,7 @@ n = int(float(sys.argv[1]))
 out = os.environ.get("OUT", ".")
 warm_up_all(2, ["double"])
 began = time.perf_counter()
-problem = graph_problem("sparse", n)[0]
+problem = graph_problem(os.environ.get("GRAPH", "sparse"), n)[0]
 print("graph and problem", round(time.perf_counter() - began, 1), flush=True)
 for devices in [None if d == "1" else int(d) for d in sys.argv[2:]]:
     profile = cProfile.Profile()
