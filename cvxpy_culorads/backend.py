@@ -16,7 +16,10 @@ from types import ModuleType
 import numpy as np
 import scipy.sparse
 
-__all__ = ["Backend", "available_devices", "gpu_available", "requested_device", "select_backend"]
+from .hostpasses import map_items
+
+__all__ = ["Backend", "HOST_COPY_PIECE", "available_devices", "copy_to_host", "gpu_available", "requested_device",
+           "select_backend"]
 
 ENV_DEVICE = "CULORADS_DEVICE"
 
@@ -38,7 +41,11 @@ class Backend:
 
     def to_host(self, a) -> np.ndarray:
         """A NumPy copy of a device array (identity on the CPU)."""
-        return a.get() if self.is_gpu else np.asarray(a)
+        if not self.is_gpu:
+            return np.asarray(a)
+        out = np.empty(a.shape, a.dtype)
+        copy_to_host([(a, out)])
+        return out
 
     def csr(self, matrix: scipy.sparse.sparray):
         """A host ``scipy.sparse`` matrix as a CSR matrix of this backend."""
@@ -75,6 +82,37 @@ class Backend:
         props = self.xp.cuda.runtime.getDeviceProperties(self.xp.cuda.Device().id)
         name = props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
         return f"gpu ({name}, CuPy {self.xp.__version__})"
+
+
+HOST_COPY_PIECE = 1 << 26  # bytes: a device-to-host copy larger than this goes in pieces, on the host's threads
+
+
+def copy_to_host(pairs) -> None:
+    """Copies each (CuPy array, NumPy array of its shape) pair's device array into the host array, in pieces of
+    ``HOST_COPY_PIECE`` bytes on the host's thread pool (``hostpasses``): a copy into pageable memory goes through a
+    staging buffer and the host's own copy, at a few GB/s per thread. Each piece is queued on the stream that is
+    current for its array's device here, so it follows the work that wrote the array."""
+    import cupy
+    pieces = []
+    for device_array, host in pairs:
+        with device_array.device:
+            stream = cupy.cuda.get_current_stream()
+        if not (device_array.flags.c_contiguous and host.flags.c_contiguous) or device_array.nbytes <= HOST_COPY_PIECE:
+            pieces.append((device_array, host, stream))
+            continue
+        source, target = device_array.reshape(-1), host.reshape(-1)
+        step = max(1, HOST_COPY_PIECE // device_array.itemsize)
+        pieces += [(source[i:i + step], target[i:i + step], stream) for i in range(0, source.size, step)]
+
+    def copy(piece):
+        device_array, host, stream = piece
+        with device_array.device:
+            if host.flags.c_contiguous and device_array.flags.c_contiguous:
+                device_array.get(stream=stream, out=host)
+            else:
+                host[...] = device_array.get(stream=stream)
+
+    map_items(copy, pieces)
 
 
 @functools.lru_cache(maxsize=1)

@@ -293,41 +293,12 @@ __global__ void norm_kernel(const double* __restrict__ w, long long n, double* p
     if (grid_sum<1>(acc, partial, ticket, sums) && threadIdx.x == 0) out[0] = sqrt(sums[0]);
 }
 
-// L-BFGS two-loop recursion in the basis (G, s_0, y_0, s_1, y_1, ...) of K = 1 + 2 pairs vectors (oldest pair first):
-// one pass builds their Gram matrix, the last block runs the recursion on coefficients (the same arithmetic as
-// on the vectors, in exact arithmetic) and writes coef[K] (D = sum coef_j v_j) and products = (<G,G>, <D,G>).
-// Without RECURSE it writes the Gram matrix's upper triangle, row by row, to coef[K (K + 1) / 2] instead (a shard's
-// part of it, which the shards sum before the recursion).
-template<int K, bool RECURSE>
-__global__ void lbfgs_gram_kernel(const double* v0, const double* v1, const double* v2, const double* v3,
-                                  const double* v4, const double* v5, const double* v6, const double* v7,
-                                  const double* v8, long long L, double* partial, unsigned* ticket,
-                                  double* coef, double* products) {
-    constexpr int P = K * (K + 1) / 2, NP = (K - 1) / 2;
-    const double* v[9] = {v0, v1, v2, v3, v4, v5, v6, v7, v8};
-    double acc[P];
-#pragma unroll
-    for (int p = 0; p < P; ++p) acc[p] = 0.0;
-    const long long stride = (long long)gridDim.x * blockDim.x;
-    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < L; i += stride) {
-        double x[K];
-#pragma unroll
-        for (int a = 0; a < K; ++a) x[a] = v[a][i];
-        int p = 0;
-#pragma unroll
-        for (int a = 0; a < K; ++a)
-#pragma unroll
-            for (int b = a; b < K; ++b) {
-                acc[p] = fma(x[a], x[b], acc[p]);
-                ++p;
-            }
-    }
-    __shared__ double gram[P];
-    if (!grid_sum<P>(acc, partial, ticket, gram) || threadIdx.x != 0) return;
-    if (!RECURSE) {
-        for (int q = 0; q < P; ++q) coef[q] = gram[q];
-        return;
-    }
+// L-BFGS two-loop recursion on coefficients from the Gram matrix (upper triangle, row by row) of the basis
+// (G, s_0, y_0, s_1, y_1, ...) of K = 1 + 2 pairs vectors, oldest pair first: the same arithmetic as on the vectors
+// (in exact arithmetic); writes coef[K] (D = sum coef_j v_j) and products = (<G,G>, <D,G>)
+template<int K>
+__device__ void lbfgs_recursion(const double* gram, double* coef, double* products) {
+    constexpr int NP = (K - 1) / 2;
     double g[K][K], c[K], inv[NP + 1], gam[NP + 1], alpha[NP + 1];
     int p = 0;
     for (int a = 0; a < K; ++a)
@@ -362,6 +333,49 @@ __global__ void lbfgs_gram_kernel(const double* v0, const double* v1, const doub
     }
     products[0] = g[0][0];
     products[1] = dg;
+}
+
+// L-BFGS direction in the basis (G, s_0, y_0, s_1, y_1, ...) of K = 1 + 2 pairs vectors (oldest pair first): one
+// pass builds their Gram matrix and the last block runs ``lbfgs_recursion`` on it. Without RECURSE it writes the Gram
+// matrix's upper triangle, row by row, to coef[K (K + 1) / 2] instead (a shard's part of it, which the shards sum
+// before the recursion).
+template<int K, bool RECURSE>
+__global__ void lbfgs_gram_kernel(const double* v0, const double* v1, const double* v2, const double* v3,
+                                  const double* v4, const double* v5, const double* v6, const double* v7,
+                                  const double* v8, long long L, double* partial, unsigned* ticket,
+                                  double* coef, double* products) {
+    constexpr int P = K * (K + 1) / 2;
+    const double* v[9] = {v0, v1, v2, v3, v4, v5, v6, v7, v8};
+    double acc[P];
+#pragma unroll
+    for (int p = 0; p < P; ++p) acc[p] = 0.0;
+    const long long stride = (long long)gridDim.x * blockDim.x;
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < L; i += stride) {
+        double x[K];
+#pragma unroll
+        for (int a = 0; a < K; ++a) x[a] = v[a][i];
+        int p = 0;
+#pragma unroll
+        for (int a = 0; a < K; ++a)
+#pragma unroll
+            for (int b = a; b < K; ++b) {
+                acc[p] = fma(x[a], x[b], acc[p]);
+                ++p;
+            }
+    }
+    __shared__ double gram[P];
+    if (!grid_sum<P>(acc, partial, ticket, gram) || threadIdx.x != 0) return;
+    if (!RECURSE) {
+        for (int q = 0; q < P; ++q) coef[q] = gram[q];
+        return;
+    }
+    lbfgs_recursion<K>(gram, coef, products);
+}
+
+// the recursion alone, from a Gram matrix's upper triangle summed over shards (one thread)
+template<int K>
+__global__ void lbfgs_recursion_kernel(const double* __restrict__ gram, double* coef, double* products) {
+    lbfgs_recursion<K>(gram, coef, products);
 }
 
 template<int K>
@@ -885,6 +899,16 @@ def _lbfgs_gram_pass(vectors, recurse: bool, coef, products):
         (blocks,), (REDUCE_THREADS,), _vector_args(vectors) + (np.int64(L), partial, _ticket(), coef, products))
 
 
+def lbfgs_recursion(upper, count: int, products):
+    """:meth:`GpuKernels.lbfgs_recursion`: one thread on the device, nothing read back."""
+    if not 1 <= count <= LBFGS_MAX_VECTORS or count % 2 == 0 or upper.size != count * (count + 1) // 2 \
+            or products.size != 2 or upper.dtype != np.float64 or products.dtype != np.float64:
+        raise ValueError("lbfgs_recursion: inconsistent arguments")
+    coef = cupy.empty(count)
+    _kernel(f"lbfgs_recursion_kernel<{count}>")((1,), (1,), (cupy.ascontiguousarray(upper), coef, products))
+    return coef
+
+
 def lbfgs_combine(vectors, coef):
     """sum_j coef[j] vectors[j] (``coef`` a device vector) in one pass."""
     K, L = _checked_lbfgs_vectors(vectors)
@@ -1114,6 +1138,11 @@ class GpuKernels(RowSpace):
     def lbfgs_gram(vectors, out):
         """The upper triangle of the Gram matrix of ``vectors`` (at most 9), row by row, in ``out``."""
         return lbfgs_gram(vectors, out)
+
+    @staticmethod
+    def lbfgs_recursion(upper, count, products):
+        """The recursion's coefficients from a Gram matrix's upper triangle, on the device (at most 9 vectors)."""
+        return lbfgs_recursion(upper, count, products)
 
     @staticmethod
     def lbfgs_combine(vectors, coefficients):

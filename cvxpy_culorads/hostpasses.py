@@ -16,7 +16,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-__all__ = ["CHUNK", "map_chunks", "abs_max", "abs_sum", "squares_sum", "strictly_increasing", "holds_anywhere"]
+__all__ = ["CHUNK", "map_chunks", "map_items", "abs_max", "abs_sum", "squares_sum", "strictly_increasing",
+           "holds_anywhere"]
 
 CHUNK = 1 << 20  # entries per task: 8 MB of float64, small enough for the caches, large beside a task's overhead
 
@@ -40,6 +41,14 @@ def map_chunks(function, size: int) -> list:
     if len(slices) <= 1:
         return [function(s) for s in slices]
     return list(_pool().map(function, slices))
+
+
+def map_items(function, items) -> list:
+    """[function(item) for item in items], in order, on the pool."""
+    items = list(items)
+    if len(items) <= 1:
+        return [function(item) for item in items]
+    return list(_pool().map(function, items))
 
 
 def abs_max(x: np.ndarray) -> float:

@@ -59,6 +59,7 @@ class Kernels(Protocol):
     def lbfgs_pair(self, s, y): ...
     def lbfgs_direction(self, G, pairs, products): ...
     def lbfgs_gram(self, vectors, out): ...
+    def lbfgs_recursion(self, upper, count, products): ...
     def lbfgs_combine(self, vectors, coefficients): ...
     def line_search_products(self, AW, Avals, b, lam, rho, R, D, CD, out): ...
     def advance(self, R, D, tau, Avals, AW): ...
@@ -225,6 +226,13 @@ class CpuKernels(RowSpace):
         return out
 
     @staticmethod
+    def lbfgs_recursion(upper, count, products):
+        """:func:`lbfgs_coefficients` of the ``count`` x ``count`` Gram matrix whose upper triangle, row by row, is
+        ``upper``: returns the coefficients and writes (<G, G>, <D, G>) to ``products``."""
+        coefficients, products[0], products[1] = lbfgs_coefficients(symmetric_from_upper(upper, count))
+        return coefficients
+
+    @staticmethod
     def lbfgs_combine(vectors, coefficients):
         """sum_j coefficients[j] vectors[j]."""
         out = coefficients[0] * vectors[0]
@@ -389,6 +397,14 @@ def kernels_for(backend) -> Kernels:
         from .gpu_kernels import GpuKernels
         return GpuKernels()
     return CpuKernels()
+
+
+def symmetric_from_upper(upper, count: int) -> np.ndarray:
+    """The symmetric ``count`` x ``count`` host matrix whose upper triangle, row by row, is ``upper``."""
+    out = np.empty((count, count))
+    rows, cols = np.triu_indices(count)
+    out[rows, cols] = out[cols, rows] = upper
+    return out
 
 
 def lbfgs_coefficients(gram: np.ndarray) -> tuple[np.ndarray, float, float]:

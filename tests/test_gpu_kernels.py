@@ -351,6 +351,13 @@ def test_lbfgs_gram_and_combination(count):
     assert _rel(got, ref) <= RTOL
     got = GpuKernels.lbfgs_combine([cp.asarray(v) for v in vectors], cp.asarray(coefficients))
     assert _rel(got, CpuKernels.lbfgs_combine(vectors, coefficients)) <= RTOL
+    if count >= 5:  # the recursion on the summed triangle, on the device; a pair without curvature gets weight zero
+        vectors[2] = -vectors[1]
+    upper = CpuKernels.lbfgs_gram(vectors, np.empty(count * (count + 1) // 2))
+    products, got_products = np.empty(2), _poison(2)
+    ref = CpuKernels.lbfgs_recursion(upper, count, products)
+    assert _rel(GpuKernels.lbfgs_recursion(cp.asarray(upper), count, got_products), ref) <= RTOL
+    assert _rel(got_products, products) <= RTOL
 
 
 @pytest.mark.parametrize("m, n, r", [(5, 3, 1), (1000, 7000, 10), (100000, 10, 3)])

@@ -1,9 +1,11 @@
-"""The chunked host passes: the same answers in chunks of a few entries (threads, chunk borders) as in one."""
+"""The chunked host passes: the same answers in chunks of a few entries (threads, chunk borders) as in one; device
+arrays copied to the host in pieces."""
 import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from cvxpy_culorads import SDPProblem, hostpasses
+from cvxpy_culorads import SDPProblem, backend, hostpasses
+from cvxpy_culorads.backend import gpu_available
 from cvxpy_culorads.bounds import FixedDiagonals, TraceBounds
 from cvxpy_culorads.layout import BlockLayout
 from cvxpy_culorads.measures import ProblemNorms
@@ -86,3 +88,20 @@ def test_what_the_host_derives_from_the_data_does_not_depend_on_the_chunks(index
     assert norms.C_1 == pytest.approx(sum(np.abs(C).sum() for C in dense) + np.abs(problem.c_lp).sum(),
                                            rel=1e-12)
     assert norms.b_2 == pytest.approx(np.linalg.norm(problem.b), rel=1e-13)
+
+
+@pytest.mark.skipif(not gpu_available(), reason="no CuPy/GPU")
+def test_device_arrays_reach_the_host_whole_in_pieces(monkeypatch):
+    """``backend.copy_to_host`` in pieces of a few entries on the host's threads, queued after the work that wrote
+    the array; a strided array goes whole."""
+    import cupy
+    monkeypatch.setattr(backend, "HOST_COPY_PIECE", 8 * 5)
+    gpu = backend.select_backend("gpu")
+    x = cupy.arange(1003.0).reshape(17, 59)
+    x *= 3.0  # queued just before the copy
+    assert np.array_equal(gpu.to_host(x), 3.0 * np.arange(1003.0).reshape(17, 59))
+    assert np.array_equal(gpu.to_host(x[:, ::2]), 3.0 * np.arange(1003.0).reshape(17, 59)[:, ::2])
+    parts = [cupy.ones((4, 3)), cupy.full((2, 3), 2.0)]
+    out = np.zeros((6, 3))
+    backend.copy_to_host([(parts[0], out[:4]), (parts[1], out[4:])])
+    assert np.array_equal(out, np.vstack([np.ones((4, 3)), np.full((2, 3), 2.0)]))

@@ -1,6 +1,6 @@
 """Several devices (``sharding.py``): the row space split into k shards, checked against one device (k = 2, 3)
 operation by operation, step by step and on whole certified solves, on the CPU simulation and, where there is a GPU,
-with the shards simulated on it (the GPU kernels on shards; NCCL only with two GPUs, the last test)."""
+with the shards simulated on it (the GPU kernels on shards; NCCL only with two GPUs, the last tests)."""
 import time
 
 import numpy as np
@@ -13,7 +13,13 @@ from cvxpy_culorads.certificates import smallest_eigenpairs
 from cvxpy_culorads.kernels import CpuKernels, hashed_uniform, lbfgs_coefficients
 from cvxpy_culorads.layout import BlockLayout, CompressedOperator
 from cvxpy_culorads.models import maxcut_problem
-from cvxpy_culorads.sharding import RowOrder, ShardedSpheresOperator, balanced_bounds, simulated_backend
+from cvxpy_culorads.sharding import (
+    RowOrder,
+    ShardedSpheresOperator,
+    balanced_bounds,
+    sharded_backend,
+    simulated_backend,
+)
 
 from support import DEVICES, primal_residual, random_mixed_problem
 
@@ -45,12 +51,13 @@ def _banded_graph(n: int, seed: int) -> sp.csr_array:
     return (W + W.T).tocsr()
 
 
-def _weighted_diagonals(n: int, seed: int, graph: str = "random") -> SDPProblem:
-    """min <C, X> s.t. a_i X_jj = b_i, the constraints in a shuffled order and rows of norms b / a != 1."""
+def _weighted_diagonals(n: int, seed: int, graph: str = "random", shuffled: bool = True) -> SDPProblem:
+    """min <C, X> s.t. a_i X_jj = b_i, the constraints in a shuffled order (or constraint i on row i) and rows of
+    norms b / a != 1."""
     rng = np.random.default_rng(seed)
     W = _graph(n, 6, seed) if graph == "random" else _banded_graph(n, seed)
     C = sp.diags(np.asarray(W.sum(axis=1)).ravel()) - W
-    rows = rng.permutation(n)
+    rows = rng.permutation(n) if shuffled else np.arange(n)
     a = rng.uniform(0.5, 2.0, n)
     b = rng.uniform(0.5, 3.0, n)
     return SDPProblem(b, [C], [(np.arange(n), rows, rows, a)], name="weighted")
@@ -68,10 +75,11 @@ def _dense_bound(problem: SDPProblem, result) -> float:
     return float(problem.b @ y) + trace * min(0.0, np.linalg.eigvalsh(slack)[0]) if n else 0.0
 
 
-def _operators(problem, k: int, device: str):
+def _operators(problem, k: int, device: str, backend=None):
+    """The one-device operator and the split one (on ``backend``, else k shards simulated on ``device``)."""
     layout = BlockLayout.of(problem)
     single = CompressedOperator(problem, select_backend(device), rescale=True, layout=layout)
-    sharded = ShardedSpheresOperator(problem, simulated_backend(device, k), True, layout)
+    sharded = ShardedSpheresOperator(problem, backend or simulated_backend(device, k), True, layout)
     return single, sharded
 
 
@@ -85,13 +93,20 @@ def test_balanced_bounds_split_the_weight_evenly():
     assert few[0] == 0 and few[-1] == 2 and np.all(np.diff(few) >= 0)
 
 
+@pytest.mark.parametrize("shuffled", [True, False])
 @pytest.mark.parametrize("graph", ["random", "banded"])
 @pytest.mark.parametrize("k", [2, 3])
-def test_sharded_operator_matches_one_device(k, graph, device):
-    problem = _weighted_diagonals(1100, seed=3, graph=graph)
+def test_sharded_operator_matches_one_device(k, graph, shuffled, device):
+    problem = _weighted_diagonals(1100, seed=3, graph=graph, shuffled=shuffled)
     single, sharded = _operators(problem, k, device)
     compressed = [part.rows is not None for part in sharded.C.halo]
     assert compressed == [graph == "banded"] * k  # every row or only those beside a cut
+    _check_operator_matches(problem, single, sharded)
+
+
+def _check_operator_matches(problem, single, sharded):
+    """The split operator's products, constraint values, adjoint, slack, start and widening against the one-device
+    operator's."""
     backend, host, xp = sharded.backend, single.backend.to_host, single.backend.xp
     rng = np.random.default_rng(0)
     V = rng.standard_normal((1100, 5))
@@ -161,6 +176,9 @@ def test_lbfgs_recursion_on_the_gram_matrix_is_the_recursion_on_vectors(pairs):
     coefficients, gg, dg = lbfgs_coefficients(gram)
     np.testing.assert_allclose(CpuKernels.lbfgs_combine(vectors, coefficients), expected, rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose([gg, dg], products, rtol=1e-12)
+    from_upper = np.empty(2)  # the kernel set's recursion, from the triangle as the shards sum it
+    np.testing.assert_array_equal(CpuKernels.lbfgs_recursion(upper, len(vectors), from_upper), coefficients)
+    np.testing.assert_array_equal(from_upper, [gg, dg])
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -421,6 +439,14 @@ def _two_gpus() -> bool:
         return False
     import cupy
     return cupy.cuda.runtime.getDeviceCount() >= 2
+
+
+@pytest.mark.skipif(not _two_gpus(), reason="needs two GPUs")
+@pytest.mark.parametrize("shuffled", [True, False])
+def test_the_operator_on_two_gpus_matches_one_device(shuffled):
+    """Through NCCL and peer copies: the constraint values gathered on the first GPU, the multipliers sent back."""
+    problem = _weighted_diagonals(1100, seed=3, shuffled=shuffled)
+    _check_operator_matches(problem, *_operators(problem, 2, "gpu", sharded_backend("gpu", (0, 1))))
 
 
 @pytest.mark.skipif(not _two_gpus(), reason="needs two GPUs")
