@@ -18,7 +18,7 @@ import scipy.sparse
 
 from .hostpasses import map_items
 
-__all__ = ["Backend", "HOST_COPY_PIECE", "available_devices", "copy_to_host", "gpu_available", "requested_device",
+__all__ = ["Backend", "available_devices", "copy_to_host", "gpu_available", "requested_device",
            "select_backend"]
 
 ENV_DEVICE = "CULORADS_DEVICE"
@@ -41,11 +41,7 @@ class Backend:
 
     def to_host(self, a) -> np.ndarray:
         """A NumPy copy of a device array (identity on the CPU)."""
-        if not self.is_gpu:
-            return np.asarray(a)
-        out = np.empty(a.shape, a.dtype)
-        copy_to_host([(a, out)])
-        return out
+        return a.get() if self.is_gpu else np.asarray(a)
 
     def csr(self, matrix: scipy.sparse.sparray):
         """A host ``scipy.sparse`` matrix as a CSR matrix of this backend."""
@@ -84,35 +80,28 @@ class Backend:
         return f"gpu ({name}, CuPy {self.xp.__version__})"
 
 
-HOST_COPY_PIECE = 1 << 26  # bytes: a device-to-host copy larger than this goes in pieces, on the host's threads
-
-
 def copy_to_host(pairs) -> None:
-    """Copies each (CuPy array, NumPy array of its shape) pair's device array into the host array, in pieces of
-    ``HOST_COPY_PIECE`` bytes on the host's thread pool (``hostpasses``): a copy into pageable memory goes through a
-    staging buffer and the host's own copy, at a few GB/s per thread. Each piece is queued on the stream that is
-    current for its array's device here, so it follows the work that wrote the array."""
+    """Copies each (CuPy array, NumPy array of its shape) pair's device array into the host array, the pairs at once
+    on the host's thread pool (``hostpasses``): a copy into pageable memory goes through a staging buffer and the
+    host's own copy, and arrays of different devices then share neither (2 x H200, the halves of a 4 GB factor: 0.69
+    s against 1.45 one after the other; one GPU's 4 GB in 64 MB pieces on the threads took 1.36 s against 1.21 in
+    one). Each copy is queued on the stream that is current for its array's device here, after the work that wrote
+    the array."""
     import cupy
-    pieces = []
-    for device_array, host in pairs:
+    streams = []
+    for device_array, _ in pairs:
         with device_array.device:
-            stream = cupy.cuda.get_current_stream()
-        if not (device_array.flags.c_contiguous and host.flags.c_contiguous) or device_array.nbytes <= HOST_COPY_PIECE:
-            pieces.append((device_array, host, stream))
-            continue
-        source, target = device_array.reshape(-1), host.reshape(-1)
-        step = max(1, HOST_COPY_PIECE // device_array.itemsize)
-        pieces += [(source[i:i + step], target[i:i + step], stream) for i in range(0, source.size, step)]
+            streams.append(cupy.cuda.get_current_stream())
 
-    def copy(piece):
-        device_array, host, stream = piece
+    def copy(pair_and_stream):
+        (device_array, host), stream = pair_and_stream
         with device_array.device:
             if host.flags.c_contiguous and device_array.flags.c_contiguous:
                 device_array.get(stream=stream, out=host)
             else:
                 host[...] = device_array.get(stream=stream)
 
-    map_items(copy, pieces)
+    map_items(copy, zip(pairs, streams))
 
 
 @functools.lru_cache(maxsize=1)

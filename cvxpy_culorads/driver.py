@@ -31,6 +31,7 @@ import functools
 import math
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -87,6 +88,9 @@ INTERIOR_POINT_MEMORY_MESSAGE = "interior-point method skipped: its dense work a
 # beyond the size of any solution the data describe, yet far from overflow (an unbounded ALM run grows |<C, X>|
 # by up to TAU_MAX^2 per step)
 RUNAWAY_OBJECTIVE = 1e12
+# one thread beside the solve's own, for host passes that overlap the device set-up (not the pool of ``hostpasses``,
+# whose chunks they wait for)
+_BESIDE = ThreadPoolExecutor(max_workers=1, thread_name_prefix="culorads-beside")
 # the final measurement after a time limit may use this share of the limit, plus FINAL_MEASURE_SECONDS: the
 # promise is an overrun of at most 10 % + 1 s, and the result still has to be assembled
 FINAL_MEASURE_SHARE, FINAL_MEASURE_SECONDS = 0.1, 0.5
@@ -203,6 +207,8 @@ class _Run:
                         else select_backend(settings.device, gpu_pays=lambda: self.devices.gpu_pays,
                                             gpu_ids=settings.gpu_ids))
         check_capabilities(kernels_for(self.backend), settings, self.backend.describe())
+        # the host's passes over the data that the operator does not need, beside its build (1.3 s at n = 1e8)
+        host_passes = _BESIDE.submit(lambda: (ProblemNorms.of(problem), TraceBounds.of(problem, settings.trace_bound)))
         # blocks an earlier solve of the process left cached would count to this one's peak (and are free anyway)
         self.backend.release_cached_blocks()
         # a default start wider than LoRADS's is narrowed, down to that, to what fits in device memory
@@ -225,18 +231,18 @@ class _Run:
         # and the end, so its size here and at the end bound the whole solve (``Result.peak_device_bytes``).
         self.peak_device_bytes = self.backend.pool_bytes()
         self.backend.release_cached_blocks()
-        self.norms = ProblemNorms.of(problem)
+        self.norms, self.trace_bounds = host_passes.result()
         self.runaway_objective = (RUNAWAY_OBJECTIVE * (1.0 + self.norms.C_1) * (1.0 + self.norms.b_1)
                                   / max(self.norms.A_inf, 1e-300))
         # of the measured points: the largest tr X + sum x, and the (unscaled) multipliers of largest norm, whose
         # direction may be a Farkas ray (infeasibility evidence)
         self.largest_size, self.largest_multipliers, self._largest_norm = 0.0, None, 0.0
-        self.trace_bounds = TraceBounds.of(problem, settings.trace_bound)
-        # the paper's rule measures the iterate as it is; the certified one returns it projected onto fixed rows
-        self.fixed_diagonals = (fixed.on(self.backend.xp) if fixed is not None and settings.criterion == "certified"
-                                else None)
         # a problem on a product of spheres takes the Riemannian phase
         self.spheres = Spheres.of(problem, layout, fixed, self.op) if on_spheres else None
+        # the paper's rule measures the iterate as it is; the certified one returns it projected onto fixed rows (by
+        # the spheres where there are)
+        self.projects_rows = fixed is not None and settings.criterion == "certified"
+        self.fixed_diagonals = fixed.on(self.backend.xp) if self.projects_rows and self.spheres is None else None
         if sharded and self.spheres is None:
             raise ValueError(SHARDED_PROBLEMS_MESSAGE)
         self.inner_iterations = 0
@@ -677,7 +683,7 @@ class _Snapshot:
             if not (kernels.all_finite(st.R) and bool(xp.isfinite(st.lam).all())):
                 return cls(st.R.copy(), st.lam.copy(), st.c_scale, list(st.ranks),
                            _Evaluation.unmeasurable(run.settings))
-            if run.fixed_diagonals is not None and run.spheres is not None:
+            if run.projects_rows and run.spheres is not None:
                 R = run.spheres.projected(st.R, kernels)
             else:
                 R = st.R.copy()

@@ -16,8 +16,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-__all__ = ["CHUNK", "map_chunks", "map_items", "abs_max", "abs_sum", "squares_sum", "strictly_increasing",
-           "holds_anywhere"]
+__all__ = ["CHUNK", "map_chunks", "map_items", "abs_max", "abs_median", "abs_sum", "squares_sum",
+           "strictly_increasing", "holds_anywhere"]
 
 CHUNK = 1 << 20  # entries per task: 8 MB of float64, small enough for the caches, large beside a task's overhead
 
@@ -59,6 +59,13 @@ def abs_max(x: np.ndarray) -> float:
 def abs_sum(x: np.ndarray) -> float:
     """sum |x_i|."""
     return float(sum(map_chunks(lambda s: float(np.abs(x[s]).sum()), x.size)))
+
+
+def abs_median(x: np.ndarray) -> float:
+    """The median of |x_i| (x not empty): a chunked pass when every |x_i| is the same (MaxCut's coefficients; the
+    partial sort of 10^8 entries took 0.4 s), else NumPy's median."""
+    smallest = min(map_chunks(lambda s: float(np.abs(x[s]).min()), x.size))
+    return smallest if smallest == abs_max(x) else float(np.median(np.abs(x)))
 
 
 def squares_sum(x: np.ndarray) -> float:

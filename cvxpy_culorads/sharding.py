@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -34,7 +35,7 @@ import scipy.sparse as sp
 from scipy.sparse.csgraph import reverse_cuthill_mckee
 
 from .backend import Backend, copy_to_host, gpu_available, select_backend
-from .hostpasses import holds_anywhere, map_chunks, strictly_increasing
+from .hostpasses import abs_median, holds_anywhere, map_chunks, strictly_increasing
 from .kernels import CpuKernels, hashed_uniform, kernels_for, symmetric_from_upper
 from .layout import absolute_row_sums, coordinate_csr, gershgorin_radii, index_type_for
 from .problem import BlockCoefficients, SDPProblem
@@ -925,23 +926,25 @@ class ShardedSpheresOperator:
         self.shards = shards = backend.partition(shard_bounds(symmetric_row_counts(rows, cols, n, xp), backend.count,
                                                               xp))
         self.kernels = backend.kernel_set
-        self.row_scale = float(np.median(np.abs(coeff.val))) if rescale else 1.0
+        self.row_scale = abs_median(coeff.val) if rescale else 1.0
         self.b = xp.asarray(problem.b) / self.row_scale
-        own, halo, halo_rows = [], [], []
-        # each shard's constraints (None: its rows' own range) on its device and on the first, where the constraint
-        # space lives
-        self._con, self._con_first, self._coef = [], [], []
-        for s in range(shards.k):
+
+        def build(s):
+            """Shard s's rows of C and its constraints (None: its rows' own range), made on its device."""
             lo, hi = shards.rows(s)
             with shards.on(s):
-                parts = shard_matrices(backend.base, coords, n, lo, hi)
-                own.append(parts[0])
-                halo.append(parts[1])
-                halo_rows.append(parts[2])
-                self._con.append(None if row_con is None else xp.asarray(row_con[lo:hi]))
-                self._coef.append(xp.asarray(row_coef[lo:hi]) / self.row_scale)
-            with shards.on(0):
-                self._con_first.append(None if row_con is None else xp.asarray(row_con[lo:hi]))
+                return (*shard_matrices(backend.base, coords, n, lo, hi),
+                        None if row_con is None else xp.asarray(row_con[lo:hi]),
+                        xp.asarray(row_coef[lo:hi]) / self.row_scale)
+
+        # every shard at once, on threads of their own (not the pool of ``hostpasses``, whose chunks they wait for):
+        # the coordinates' transfers to the devices overlap
+        with ThreadPoolExecutor(max_workers=shards.k, thread_name_prefix="culorads-shard") as pool:
+            built = list(pool.map(build, range(shards.k)))
+        own, halo, halo_rows, self._con, self._coef = (list(parts) for parts in zip(*built))
+        with shards.on(0):  # and the constraints on the first device, where the constraint space lives
+            self._con_first = [None if row_con is None else xp.asarray(row_con[slice(*shards.rows(s))])
+                               for s in range(shards.k)]
         self.C = ShardedMatrix(own, halo, HaloExchange(shards, halo_rows), (n, n))
         self.rounds_halo = halo_precision == "single"
         self.rounded_C = self.C.with_halo_dtype(np.float32 if self.rounds_halo else np.float64)

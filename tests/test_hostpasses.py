@@ -1,5 +1,5 @@
 """The chunked host passes: the same answers in chunks of a few entries (threads, chunk borders) as in one; device
-arrays copied to the host in pieces."""
+arrays copied to the host together."""
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -91,17 +91,19 @@ def test_what_the_host_derives_from_the_data_does_not_depend_on_the_chunks(index
 
 
 @pytest.mark.skipif(not gpu_available(), reason="no CuPy/GPU")
-def test_device_arrays_reach_the_host_whole_in_pieces(monkeypatch):
-    """``backend.copy_to_host`` in pieces of a few entries on the host's threads, queued after the work that wrote
-    the array; a strided array goes whole."""
+def test_device_arrays_reach_the_host_together():
+    """``backend.copy_to_host``: several arrays on the host's threads, each queued after the work that wrote it; a
+    strided array or target goes through a copy of its own."""
     import cupy
-    monkeypatch.setattr(backend, "HOST_COPY_PIECE", 8 * 5)
-    gpu = backend.select_backend("gpu")
-    x = cupy.arange(1003.0).reshape(17, 59)
-    x *= 3.0  # queued just before the copy
-    assert np.array_equal(gpu.to_host(x), 3.0 * np.arange(1003.0).reshape(17, 59))
-    assert np.array_equal(gpu.to_host(x[:, ::2]), 3.0 * np.arange(1003.0).reshape(17, 59)[:, ::2])
-    parts = [cupy.ones((4, 3)), cupy.full((2, 3), 2.0)]
-    out = np.zeros((6, 3))
-    backend.copy_to_host([(parts[0], out[:4]), (parts[1], out[4:])])
-    assert np.array_equal(out, np.vstack([np.ones((4, 3)), np.full((2, 3), 2.0)]))
+    parts = [cupy.ones((4, 3)), cupy.full((2, 3), 2.0), cupy.arange(12.0).reshape(3, 4)[:, ::2]]
+    parts[0] *= 3.0  # queued just before the copy
+    out, strided = np.zeros((6, 3)), np.zeros((3, 4))
+    backend.copy_to_host([(parts[0], out[:4]), (parts[1], out[4:]), (parts[2], strided[:, 1::2])])
+    assert np.array_equal(out, np.vstack([np.full((4, 3), 3.0), np.full((2, 3), 2.0)]))
+    assert np.array_equal(strided[:, 1::2], np.arange(12.0).reshape(3, 4)[:, ::2]) and not strided[:, ::2].any()
+
+
+@pytest.mark.parametrize("values", [[-2.0, 2.0, 2.0, -2.0, 2.0], [1.0, -3.0, 2.0, 5.0], [4.0], [-1.0, 0.0, 1.0, 1.0]])
+def test_the_median_of_magnitudes_in_chunks(values, monkeypatch):
+    monkeypatch.setattr(hostpasses, "CHUNK", 2)
+    assert hostpasses.abs_median(np.asarray(values)) == np.median(np.abs(values))
