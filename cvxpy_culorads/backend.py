@@ -43,6 +43,14 @@ class Backend:
         """A NumPy copy of a device array (identity on the CPU)."""
         return a.get() if self.is_gpu else np.asarray(a)
 
+    def to_host_together(self, arrays) -> list:
+        """:meth:`to_host` of each array, the copies at once (:func:`copy_to_host`)."""
+        if not self.is_gpu:
+            return [np.asarray(a) for a in arrays]
+        outs = [np.empty(a.shape, a.dtype) for a in arrays]
+        copy_to_host(list(zip(arrays, outs)))
+        return outs
+
     def csr(self, matrix: scipy.sparse.sparray):
         """A host ``scipy.sparse`` matrix as a CSR matrix of this backend."""
         matrix = scipy.sparse.csr_matrix(matrix)

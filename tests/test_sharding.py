@@ -353,6 +353,9 @@ def test_row_counts_are_those_of_the_symmetric_matrix(chunk, device, monkeypatch
     np.testing.assert_array_equal(backend.to_host(counts), expected)
     for k in (2, 3, 7):  # the bounds balanced where the counts are, as on the host
         np.testing.assert_array_equal(sharding.shard_bounds(counts, k, backend.xp), sharding.shard_bounds(expected, k))
+        # each of k devices counting a slice of the coordinates
+        split = simulated_backend(device, k).symmetric_row_counts(rows, cols, 300)
+        np.testing.assert_array_equal(backend.to_host(split), expected)
 
 
 def test_renumbering_counts_towards_the_time_limit(monkeypatch):
@@ -444,9 +447,14 @@ def _two_gpus() -> bool:
 @pytest.mark.skipif(not _two_gpus(), reason="needs two GPUs")
 @pytest.mark.parametrize("shuffled", [True, False])
 def test_the_operator_on_two_gpus_matches_one_device(shuffled):
-    """Through NCCL and peer copies: the constraint values gathered on the first GPU, the multipliers sent back."""
+    """Through NCCL and peer copies: the constraint values gathered on the first GPU, the multipliers sent back, the
+    row counts of both GPUs summed on the first."""
     problem = _weighted_diagonals(1100, seed=3, shuffled=shuffled)
-    _check_operator_matches(problem, *_operators(problem, 2, "gpu", sharded_backend("gpu", (0, 1))))
+    two = sharded_backend("gpu", (0, 1))
+    _check_operator_matches(problem, *_operators(problem, 2, "gpu", two))
+    rows, cols, _ = problem.C_coords[0]
+    expected = np.diff(problem.objective_matrix(0).tocsr().indptr)
+    np.testing.assert_array_equal(two.to_host(two.symmetric_row_counts(rows, cols, 1100)), expected)
 
 
 @pytest.mark.skipif(not _two_gpus(), reason="needs two GPUs")
