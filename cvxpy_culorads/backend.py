@@ -91,10 +91,10 @@ class Backend:
 def copy_to_host(pairs) -> None:
     """Copies each (CuPy array, NumPy array of its shape) pair's device array into the host array, the pairs at once
     on the host's thread pool (``hostpasses``): a copy into pageable memory goes through a staging buffer and the
-    host's own copy, and arrays of different devices then share neither (2 x H200, the halves of a 4 GB factor: 0.69
-    s against 1.45 one after the other; one GPU's 4 GB in 64 MB pieces on the threads took 1.36 s against 1.21 in
-    one). Each copy is queued on the stream that is current for its array's device here, after the work that wrote
-    the array."""
+    host's own copy, and arrays of different devices then share neither (2 x H200, the halves of a 4 GB factor:
+    0.69-0.85 s against 1.33-1.55 one after the other; one GPU's 4 GB in 64 MB pieces on the threads took 1.36 s
+    against 1.21 in one, so an array goes whole). Each copy is queued on the stream that is current for its array's
+    device here, after the work that wrote the array."""
     import cupy
     streams = []
     for device_array, _ in pairs:

@@ -51,7 +51,8 @@ for seed in (1, 2):
               f"{1e3 * r.stage_times['riemannian'] / max(st, 1):.2f} | {r.stage_times['certificates']:.2f} | "
               f"{r.certified_gap or float('nan'):.2e} | {r.ranks} | {r.message} |", flush=True)
 del problem
-print("\n| solve | GPUs | whole s | set-up s | after set-up s | steps | ms/step | certificates s | rest s | gap | peak GiB |")
+print("\n| solve | GPUs | whole s | set-up s | after set-up s | steps | ms/step | certificates s | rest s | gap "
+      "| peak GiB |")
 print("|---|---|---|---|---|---|---|---|---|---|---|")
 for r in rows:
     print(f"| {r['label']} | {r['gpus']} | {r['whole']:.2f} | {r['setup']:.2f} | {r['after']:.2f} | {r['steps']} | "

@@ -79,7 +79,7 @@ def table(label, steps):
     for d_index, d in enumerate(DEVICES[0]):
         total = gap = 0.0
         previous = None
-        for name, events, host in RECORDS:
+        for name, events, _host in RECORDS:
             _, start, end = events[d_index]
             ms = cupy.cuda.get_elapsed_time(start, end)
             sums[name, d] += ms
@@ -90,7 +90,7 @@ def table(label, steps):
                 between[previous[0] + " -> " + name, d] += g
             previous = (name, end)
         per_device[d] = (total, gap)
-    for name, events, host in RECORDS:
+    for name, _events, host in RECORDS:
         hosts[name] += host
         counts[name] += 1
     print(f"\n## {label}: {steps} steps; per step, ms")

@@ -57,7 +57,6 @@ def pieces(devices):
     R = op.initial_factor(5, [5], 3)
     rows = [("whole product", lambda: op.objective_times(R))]
     if devices:
-        from cvxpy_culorads.sharding import ShardedRows
         shards, C = op.shards, op.C
         out = op.kernels.empty_like(R)
 
@@ -83,7 +82,8 @@ def pieces(devices):
                  ("inner", lambda: op.kernels.inner(R, out)),
                  ("sample + constraints", lambda: op.constraints(op.sample(R)))]
     else:
-        rows += [("inner", lambda: op.kernels.inner(R, R)), ("sample + constraints", lambda: op.constraints(op.sample(R)))]
+        rows += [("inner", lambda: op.kernels.inner(R, R)),
+                 ("sample + constraints", lambda: op.constraints(op.sample(R)))]
     ids = (0, 1) if devices else (0,)
     for name, f in rows:
         f()
