@@ -834,6 +834,8 @@ class ShardedBackend:
         return self.base.asarray(a, dtype)
 
     def to_host(self, a) -> np.ndarray:
+        if not isinstance(a, ShardedRows):  # a small array of the first device (each step's scalars): one copy
+            return self.base.to_host(a)
         return self.to_host_together([a])[0]
 
     def to_host_together(self, arrays) -> list:
