@@ -41,7 +41,6 @@ class ADMMPhase:
                  rho_max: float):
         self.op, self.state, self.settings, self.norms = op, state, settings, norms
         self.backend = op.backend
-        self.xp = op.backend.xp
         self.kernels = op.kernels
         self.max_sweeps = max_sweeps
         self.reopt = reopt
@@ -102,8 +101,7 @@ class ADMMPhase:
             cg_tol = max(min((1e-4 if self.reopt else 1e-2) * pinf, 1e-8), 1e-14)
             self.U = self._solve_factor(shift, self.V, self.U, cg_tol, check_every)
             self.V = self._solve_factor(shift, self.U, self.V, cg_tol, check_every)
-            self.xp.add(self.U, self.V, out=st.R)  # R = (U + V) / 2 in place: no n x r temporaries
-            st.R *= 0.5
+            self.kernels.average(self.U, self.V, out=st.R)  # in place: no n x r temporaries
             st.Avals = op.constraints(op.sample(st.R))
             st.objective = float(op.objective(st.R))
             residual = st.Avals - op.b

@@ -32,7 +32,7 @@ import math
 import numpy as np
 
 from .memory import widening_fits
-from .state import PhaseOutcome, Progress, SolverState, widen_factor
+from .state import PhaseOutcome, Progress, SolverState
 
 __all__ = ["ALMPhase", "quartic_minimiser", "sphere_minimiser"]
 
@@ -352,10 +352,10 @@ class ALMPhase:
         """C R and <C, R R'> from scratch: the steps update both incrementally, which lets rounding drift."""
         st = self.state
         self.CR = self.op.objective_times(st.R)
-        st.objective = float(self.xp.vdot(st.R, self.CR))
+        st.objective = self.kernels.inner(st.R, self.CR)
 
     def _update_eta(self) -> None:
-        self.eta = float(self.xp.linalg.norm(self.G)) / (1.0 + self.state.c_scale * self.norms.C_inf)
+        self.eta = self.kernels.norm(self.G) / (1.0 + self.state.c_scale * self.norms.C_inf)
 
     def _update_multipliers(self) -> None:
         st = self.state
@@ -400,7 +400,7 @@ class ALMPhase:
 
     def _grow_ranks(self, new_ranks: list[int]) -> None:
         st = self.state
-        st.R = widen_factor(st.R, self.op.layout, st.ranks, new_ranks, self.xp)
+        st.R = self.op.widen(st.R, st.ranks, new_ranks, [None] * len(new_ranks))
         st.ranks = new_ranks
         self.lbfgs.reset()
         self._refresh()

@@ -59,7 +59,7 @@ from .result import Errors, Result, Status
 from .riemannian import RiemannianPhase, Spheres
 from .scaling import DiagonalScaling
 from .settings import Settings
-from .sharding import SHARDED_PROBLEMS_MESSAGE, RowOrder, ShardedSpheresOperator, sharded_backend
+from .sharding import RowOrder, ShardedBlockOperator, ShardedSpheresOperator, sharded_backend
 from .state import RANK_FACTOR, SPHERES_RANK_FACTOR, PhaseOutcome, SolverState, block_ranks
 
 __all__ = ["solve"]
@@ -190,8 +190,11 @@ class _Run:
         # on the host: whether the Riemannian phase runs decides the default initial rank, before the backend
         fixed = FixedDiagonals.of(problem, layout.offsets, np)
         on_spheres = settings.riemannian and Spheres.cover(problem, layout, fixed)
-        # a constraint a tr X = b is kept exact by phase I, which then runs to the end (``alm.py``)
-        self.trace_sphere = FixedTrace.of(problem) if settings.riemannian and not on_spheres else None
+        sharded = settings.device_count > 1
+        # a constraint a tr X = b is kept exact by phase I, which then runs to the end (``alm.py``); not on split rows,
+        # whose kernel set has no sphere kernels (the plain ALM treats it as any other constraint)
+        self.trace_sphere = (FixedTrace.of(problem) if settings.riemannian and not on_spheres and not sharded
+                             else None)
         rank_factor = settings.rank_factor
         if rank_factor is None:
             # on the trace sphere too the wider start pays: theta H(3, 10) took 10550 steps from 14 columns (escapes
@@ -200,7 +203,6 @@ class _Run:
         initial, self.max_ranks = block_ranks(layout, settings.rank, rank_factor)
         # the cost models were calibrated from LoRADS's start: on the spheres the wider one takes fewer steps
         cost_ranks = block_ranks(layout, settings.rank, settings.rank_factor or RANK_FACTOR)[0]
-        sharded = settings.device_count > 1
         self.devices = (DeviceCosts.of(problem, cost_ranks)
                         if requested_device(settings.device) == "auto" and not sharded else None)
         self.backend = (sharded_backend(requested_device(settings.device), settings.gpu_ids) if sharded
@@ -217,9 +219,11 @@ class _Run:
         fitting = fitting_rank(problem, layout, widest, narrowest, self.backend)
         self.rank_capped = fitting < widest
         initial = [min(r, fitting) for r in initial]
-        self.op = (ShardedSpheresOperator(problem, self.backend, settings.l2_rescaling, layout,
-                                          settings.halo_precision) if sharded
-                   else CompressedOperator(problem, self.backend, rescale=settings.l2_rescaling, layout=layout))
+        if sharded:
+            split = ShardedSpheresOperator if on_spheres else ShardedBlockOperator
+            self.op = split(problem, self.backend, settings.l2_rescaling, layout, settings.halo_precision)
+        else:
+            self.op = CompressedOperator(problem, self.backend, rescale=settings.l2_rescaling, layout=layout)
         if sharded and layout.n_rows <= DENSE_LIMIT:
             raise ValueError(f"devices > 1 splits blocks of order above {DENSE_LIMIT} (the eigenvalue problems of "
                              f"smaller ones are dense, on one device); this one has order {layout.n_rows}: solve "
@@ -241,10 +245,10 @@ class _Run:
         self.spheres = Spheres.of(problem, layout, fixed, self.op) if on_spheres else None
         # the paper's rule measures the iterate as it is; the certified one returns it projected onto fixed rows (by
         # the spheres where there are)
+        # (split rows without spheres are measured as they are: the projection is written for whole arrays)
         self.projects_rows = fixed is not None and settings.criterion == "certified"
-        self.fixed_diagonals = fixed.on(self.backend.xp) if self.projects_rows and self.spheres is None else None
-        if sharded and self.spheres is None:
-            raise ValueError(SHARDED_PROBLEMS_MESSAGE)
+        self.fixed_diagonals = (fixed.on(self.backend.xp) if self.projects_rows and self.spheres is None
+                                and not sharded else None)
         self.inner_iterations = 0
         self.iterations = {"alm": 0, "admm": 0, "riemannian": 0, "interior_point": 0}  # inner iterations per stage
         self.log: list | None = [] if settings.keep_log else None

@@ -24,9 +24,11 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-__all__ = ["Kernels", "CpuKernels", "RowSpace", "kernels_for", "check_capabilities", "hashed_uniform"]
+__all__ = ["Kernels", "CpuKernels", "RowSpace", "kernels_for", "check_capabilities", "hashed_uniform",
+           "LINE_SEARCH_ROW_SCALARS"]
 
 _CHUNK = 1 << 16  # pattern entries per NumPy pass: bounds the |chunk| x r temporaries
+LINE_SEARCH_ROW_SCALARS = slice(6, 8)  # the entries of line_search_products that are sums over the rows
 
 
 def _rows(X, index):
@@ -85,6 +87,9 @@ class Kernels(Protocol):
     def random_vector(self, n: int, seed: int): ...
     def vectors(self, count: int, n: int): ...
     def combine(self, coefficients, vectors): ...
+    def dot(self, x, y): ...
+    def abs_sum(self, x) -> float: ...
+    def average(self, x, y, out): ...
 
 
 _MIX = (0x9E3779B97F4A7C15, 0xBF58476D1CE4E5B9, 0x94D049BB133111EB)  # SplitMix64's increment and multipliers
@@ -143,6 +148,20 @@ class RowSpace:
     def combine(self, coefficients, vectors):
         """coefficients @ vectors for host ``coefficients`` (a q-vector or a p x q array) and q stored vectors."""
         return self.xp.asarray(coefficients) @ vectors
+
+    def dot(self, x, y):
+        """<x, y> as a device scalar (no synchronisation), for the conjugate gradients' coefficients."""
+        return self.xp.vdot(x, y)
+
+    def abs_sum(self, x) -> float:
+        """sum |x_i| (synchronises)."""
+        return float(self.xp.abs(x).sum())
+
+    def average(self, x, y, out):
+        """out = (x + y) / 2 in place (returns out)."""
+        self.xp.add(x, y, out=out)
+        out *= 0.5
+        return out
 
 
 class CpuKernels(RowSpace):
@@ -249,7 +268,7 @@ class CpuKernels(RowSpace):
         Q = np.stack([lam / rho - residual, 2.0 * AW[:, 0], AW[:, 1], residual], axis=1)
         gram = Q.T @ Q
         out[:6] = gram[0, 1], gram[0, 2], gram[1, 1], gram[1, 2], gram[2, 2], gram[3, 3]
-        out[6:8] = np.vdot(R, CD), np.vdot(D, CD)
+        out[LINE_SEARCH_ROW_SCALARS] = np.vdot(R, CD), np.vdot(D, CD)
         out[8] = b @ lam
         return out
 

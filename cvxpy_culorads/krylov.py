@@ -46,23 +46,23 @@ def conjugate_gradient(apply, rhs, x, tol: float, backend, check_every: int = 1,
     insurance against drift); convergence is read back to the host every ``check_every`` iterations
     only, and the clock is compared with ``deadline`` then as well. Returns (x, iterations).
     """
-    xp, kernels = backend.xp, kernels_for(backend)
-    threshold = tol * float(xp.abs(rhs).sum())
+    kernels = kernels_for(backend)
+    threshold = tol * kernels.abs_sum(rhs)
     iterations = 0
     while iterations < max_iter:
         r = rhs - apply(x)
         z = r if precondition is None else precondition(r)
         p = z.copy()
-        rz = xp.vdot(r, z)
+        rz = kernels.dot(r, z)
         for inner in range(CG_RESTART):
             if (iterations + inner) % check_every == 0:
-                rr = rz if precondition is None else xp.vdot(r, r)
+                rr = rz if precondition is None else kernels.dot(r, r)
                 if math.sqrt(float(rr)) <= threshold or time.perf_counter() >= deadline:
                     return x, iterations + inner
             Ap = apply(p)
-            kernels.cg_step(x, r, p, Ap, rz, xp.vdot(p, Ap))
+            kernels.cg_step(x, r, p, Ap, rz, kernels.dot(p, Ap))
             z = r if precondition is None else precondition(r)
-            rz_new = xp.vdot(r, z)
+            rz_new = kernels.dot(r, z)
             kernels.cg_direction(p, z, rz_new, rz)
             rz = rz_new
         iterations += CG_RESTART

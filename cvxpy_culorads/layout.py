@@ -86,6 +86,17 @@ def _folded_squares(rows, cols, vals) -> np.ndarray:
     return out
 
 
+def constraint_squares(cons, rows, cols, vals, m: int) -> np.ndarray:
+    """||A_i||_F^2 per constraint from its lower-triangle coordinates (host arrays; off-diagonals count twice)."""
+    return np.bincount(cons, _folded_squares(rows, cols, vals), minlength=m)
+
+
+def median_row_norm(squares: np.ndarray) -> float:
+    """The median of the nonzero row norms whose squares are given (1 when all are zero): the scalar by which the
+    operators divide A and b (``CompressedOperator``)."""
+    return float(np.median(np.sqrt(squares[squares > 0]))) if np.any(squares > 0) else 1.0
+
+
 def index_type_for(largest: int):
     """int32 for indices and offsets up to ``largest`` where it fits (cupyx.scipy.sparse has no other), else int64."""
     return np.int32 if largest < np.iinfo(np.int32).max else np.int64
@@ -310,9 +321,8 @@ class CompressedOperator:
         term_con = np.concatenate([t.con for t in problem.A_low_rank] + [np.zeros(0, np.int64)])  # no PSD block: none
         self.row_scale = 1.0
         if rescale:
-            squares = np.bincount(a_cons, _folded_squares(a_rows, a_cols, a_vals), minlength=self.m)
-            squares = squares + _term_squares(*constraint_terms, term_con, term_weights, self.m)
-            self.row_scale = float(np.median(np.sqrt(squares[squares > 0]))) if np.any(squares > 0) else 1.0
+            squares = constraint_squares(a_cons, a_rows, a_cols, a_vals, self.m)
+            self.row_scale = median_row_norm(squares + _term_squares(*constraint_terms, term_con, term_weights, self.m))
             a_vals = a_vals / self.row_scale
             term_weights = term_weights / self.row_scale
 

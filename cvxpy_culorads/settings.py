@@ -172,8 +172,10 @@ class Settings:
     - ``devices``: None (default): one device, as ``device`` says. A count k or a list of GPU ids: the factor's
       rows are split over that many devices (``sharding.py``; NCCL between GPUs), for problems too large for one;
       with ``device="cpu"`` the k shards are simulated in one process (the same splitting and exchanges, for tests).
-      For now k > 1 takes problems on a product of spheres with ``riemannian=True`` (MaxCut, ``diag(X) == d``; a
-      ValueError says so otherwise). One id selects that GPU.
+      k > 1 takes problems of one PSD block without nonnegative variables or low-rank terms (a ValueError says so
+      otherwise): on a product of spheres the Riemannian phase runs on the split rows, with any other constraints
+      phases I and II (``sharding.ShardedBlockOperator``; a trace constraint is then not kept exact, and phase II's
+      conjugate gradients run without the diagonal preconditioner). One id selects that GPU.
     - ``shard_order``: how a split problem's rows are numbered before contiguous shards are cut (``RowOrder`` in
       ``sharding.py``). ``"auto"`` (default): as given while every shard's halo (the rows of other shards its rows of
       C reference) is within 10 % of its rows, else renumbered by reverse Cuthill-McKee when that at least halves the
@@ -247,8 +249,6 @@ class Settings:
         checked["devices"] = _check_devices(self.devices)
         for name, value in checked.items():
             object.__setattr__(self, name, value)
-        if self.device_count > 1 and not self.riemannian:
-            raise ValueError("devices > 1 runs the Riemannian phase: riemannian=False cannot be sharded")
         if self.reduced_tol is not None and self.reduced_tol < self.tol:
             raise ValueError(f"reduced_tol must be None or >= tol = {self.tol!r}, got {self.reduced_tol!r}")
 

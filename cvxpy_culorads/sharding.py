@@ -10,8 +10,10 @@ and one device is the same code with no communication. What crosses devices:
   of C as two CSR matrices, over its own rows and over its halo (:class:`ShardedMatrix`), and multiplies its own rows
   while the halo rows are in transit (on GPUs, NCCL on a side stream), then adds the halo's part;
 - *reductions*: inner products and the Gram-Schmidt coefficients of Lanczos are sums of per-shard parts;
-- the constraint space (multipliers, A(X), b) lives on the first device, whole: on a product of spheres (the
-  problems sharded today, :class:`ShardedSpheresOperator`) only the measurements between phase runs touch it.
+- the constraint space (multipliers, A(X), b) lives on the first device, whole: on a product of spheres
+  (:class:`ShardedSpheresOperator`, the Riemannian phase) only the measurements between phase runs touch it; with any
+  other constraints on the one block (:class:`ShardedBlockOperator`, phases I and II) every product sends each shard
+  the multipliers of the constraints it touches and brings back its partial sums of A(X).
 
 Communication goes through a :class:`Communicator`: :class:`NcclCommunicator` on GPUs (NCCL's all-reduce and
 grouped send/receive from CuPy, one communicator per device, all driven from this process) and
@@ -36,18 +38,26 @@ from scipy.sparse.csgraph import reverse_cuthill_mckee
 
 from .backend import Backend, copy_to_host, gpu_available, select_backend
 from .hostpasses import abs_median, holds_anywhere, map_chunks, strictly_increasing
-from .kernels import CpuKernels, hashed_uniform, kernels_for, symmetric_from_upper
-from .layout import absolute_row_sums, coordinate_csr, gershgorin_radii, index_type_for
+from .kernels import LINE_SEARCH_ROW_SCALARS, CpuKernels, hashed_uniform, kernels_for, symmetric_from_upper
+from .layout import (
+    absolute_row_sums,
+    constraint_squares,
+    coordinate_csr,
+    gershgorin_radii,
+    index_type_for,
+    median_row_norm,
+    sorted_unique,
+)
 from .problem import BlockCoefficients, SDPProblem
 from .state import initial_rows, widen_factor
 
 __all__ = ["SHARDED_PROBLEMS_MESSAGE", "RowOrder", "Shards", "ShardedRows", "ShardedMatrix", "HaloPart",
-           "ShardedKernels", "ShardedBackend", "ShardedSpheresOperator", "InProcessCommunicator", "NcclCommunicator",
-           "balanced_bounds", "halo_share", "coordinate_halo_share", "sharded_backend", "simulated_backend"]
+           "ShardedKernels", "ShardedBackend", "ShardedSpheresOperator", "ShardedBlockOperator", "position_owner",
+           "InProcessCommunicator", "NcclCommunicator", "balanced_bounds", "halo_share", "coordinate_halo_share",
+           "sharded_backend", "simulated_backend"]
 
-SHARDED_PROBLEMS_MESSAGE = ("devices > 1 solves, for now, problems on a product of spheres: one PSD block, every "
-                            "constraint fixing one diagonal entry of its own row, every row fixed so, no nonnegative "
-                            "variables or low-rank terms (MaxCut, diag(X) == d), with riemannian=True")
+SHARDED_PROBLEMS_MESSAGE = ("devices > 1 solves, for now, problems of one PSD block without nonnegative variables "
+                            "or low-rank terms (MaxCut, matrix completion, diag(X) == d)")
 
 
 HALO_SHARE_KEPT = 0.1  # shard_order="auto" keeps the given order while each shard's halo is within this share of it
@@ -116,14 +126,18 @@ class RowOrder:
     @classmethod
     def of(cls, problem: SDPProblem, settings) -> RowOrder | None:
         """The renumbering a sharded solve of ``problem`` gets, or None: one device, ``shard_order="given"``, a problem
-        the sharded operator does not take (it says why), or, with ``"auto"``, a given order whose halo is already
-        within ``HALO_SHARE_KEPT``, or one whose halo a renumbering would not halve (predicted from one breadth-first
-        search before reverse Cuthill-McKee runs, then checked on its result). The given order's halo is measured
-        on the coordinates (:func:`coordinate_halo_share`); the later checks build C on the host; the shards build
-        their own parts on their devices (:func:`shard_matrices`)."""
+        the sharded operators do not take (they say why), one with constraints off the diagonal (the order is chosen
+        from C's pattern alone), or, with ``"auto"``, a given order whose halo is already within ``HALO_SHARE_KEPT``,
+        or one whose halo a renumbering would not halve (predicted from one breadth-first search before reverse
+        Cuthill-McKee runs, then checked on its result). The given order's halo is measured on the coordinates
+        (:func:`coordinate_halo_share`); the later checks build C on the host; the shards build their own parts on
+        their devices (:func:`shard_matrices`)."""
         k = settings.device_count
         if k <= 1 or settings.shard_order == "given" or problem.num_blocks != 1 or problem.n_lp \
                 or problem.has_low_rank or problem.block_sizes[0] <= k:
+            return None
+        coeff = problem.A_coords[0]
+        if holds_anywhere(lambda s: coeff.row[s] != coeff.col[s], coeff.row.size):
             return None
         before = coordinate_halo_share(problem.C_coords[0], problem.block_sizes[0], k)
         auto = settings.shard_order == "auto"
@@ -248,6 +262,14 @@ def shard_matrices(backend: Backend, coords, n: int, lo: int, hi: int):
         value += [v[lower], v[mirrored]]
     local, column, value = (xp.concatenate(parts) if parts else xp.empty(0, dtype)
                             for parts, dtype in ((local, np.int64), (column, np.int64), (value, np.float64)))
+    return own_and_halo(backend, local, column, value, n, lo, hi)
+
+
+def own_and_halo(backend: Backend, local, column, value, n: int, lo: int, hi: int):
+    """The unique entries (local row, global column, value) of rows lo..hi-1 of an n x n matrix, arrays of
+    ``backend`` on the current device, as :func:`shard_matrices` returns them: (own columns, :class:`HaloPart` or
+    None, the halo rows on the host)."""
+    xp = backend.xp
     size = hi - lo
     inside = (column >= lo) & (column < hi)
     outside = ~inside
@@ -572,6 +594,9 @@ class ShardedRows:
     def __add__(self, other: ShardedRows) -> ShardedRows:
         return self.shards.map(lambda s, p, q: p + q, self, other, axis=self.axis)
 
+    def __sub__(self, other: ShardedRows) -> ShardedRows:
+        return self.shards.map(lambda s, p, q: p - q, self, other, axis=self.axis)
+
     def __itruediv__(self, scalar) -> ShardedRows:
         self.shards.each(lambda s, p: p.__itruediv__(scalar), self)
         return self
@@ -668,8 +693,8 @@ class ShardedKernels:
     stationary multipliers use, over :class:`ShardedRows`: row-wise kernels run shard by shard with each shard's own
     kernel set, reductions sum the shards' parts, sparse products multiply the own rows while the halo is exchanged.
     L-BFGS sums the shards' parts of one Gram matrix per step; Lanczos' Gram-Schmidt passes are written here with
-    one reduction per pass (the fused single-device versions keep everything on one device). The ALM and ADMM
-    phases' fused kernels are not here: those phases are not sharded yet."""
+    one reduction per pass (the fused single-device versions keep everything on one device). Phase I's fused kernels
+    over the constraint space run on the first device, where it lives, with that shard's rows."""
 
     lanczos_cycle = staticmethod(CpuKernels.lanczos_cycle)  # a plain loop: no recording across devices
     prepare_products = staticmethod(CpuKernels.prepare_products)  # nothing is recorded, so the products plan lazily
@@ -709,12 +734,66 @@ class ShardedKernels:
         self.shards.communicator.all_reduce(parts)
         return self.shards.backend.to_host(parts[0])
 
-    # ------------------------------------------------------------------ the constraint space (first device)
+    def dot(self, x, y):
+        """<x, y>: on the host for split arrays, a device scalar of the first device for the constraint space's."""
+        if isinstance(x, ShardedRows):
+            return self.inner(x, y)
+        return self.shards.kernels[0].dot(x, y)
+
+    def abs_sum(self, x) -> float:
+        if isinstance(x, ShardedRows):
+            return self.shards.total(self.shards.each(lambda s, p: self.shards.kernels[s].abs_sum(p), x))
+        return self.shards.kernels[0].abs_sum(x)
+
+    def average(self, x, y, out):
+        self.shards.each(lambda s, p, q, o: self.shards.kernels[s].average(p, q, o), x, y, out)
+        return out
+
+    # ------------------------------------------------------------------ conjugate gradients (rows or constraints)
     def cg_step(self, x, r, p, Ap, rr, pAp) -> None:
-        self.shards.kernels[0].cg_step(x, r, p, Ap, rr, pAp)
+        """x += alpha p, r -= alpha Ap for split arrays (``rr`` and ``pAp`` on the host) or the constraint space's."""
+        if not isinstance(x, ShardedRows):
+            self.shards.kernels[0].cg_step(x, r, p, Ap, rr, pAp)
+            return
+        xp = self.shards.backend.xp
+        self.shards.each(lambda s, *parts: self.shards.kernels[s].cg_step(*parts, xp.asarray(rr), xp.asarray(pAp)),
+                         x, r, p, Ap)
 
     def cg_direction(self, p, r, rr_new, rr) -> None:
-        self.shards.kernels[0].cg_direction(p, r, rr_new, rr)
+        if not isinstance(p, ShardedRows):
+            self.shards.kernels[0].cg_direction(p, r, rr_new, rr)
+            return
+        xp = self.shards.backend.xp
+        self.shards.each(lambda s, q, z: self.shards.kernels[s].cg_direction(q, z, xp.asarray(rr_new), xp.asarray(rr)),
+                         p, r)
+
+    # ------------------------------------------------------------------ phase I's step (constraints: first device)
+    def line_search_products(self, AW, Avals, b, lam, rho, R, D, CD, out):
+        """The first device's kernel on the constraint space and its shard's rows; the other shards' parts of
+        <R, CD> and <D, CD> added there (``kernels.LINE_SEARCH_ROW_SCALARS``)."""
+        shards, xp = self.shards, self.shards.backend.xp
+        with shards.on(0):
+            shards.kernels[0].line_search_products(AW, Avals, b, lam, rho, R.parts[0], D.parts[0], CD.parts[0], out)
+        rest = shards.each(lambda s, r, d, cd: xp.stack([xp.vdot(r, cd), xp.vdot(d, cd)]) if s else None, R, D, CD)
+        with shards.on(0):
+            for part in rest[1:]:
+                out[LINE_SEARCH_ROW_SCALARS] += shards.to_first(part)
+        return out
+
+    def advance(self, R, D, tau, Avals, AW):
+        """D *= tau, R += D on every shard, A(X)'s update on the first device; returns D."""
+        shards = self.shards
+        with shards.on(0):
+            shards.kernels[0].advance(R.parts[0], D.parts[0], tau, Avals, AW)
+        for s in range(1, shards.k):
+            with shards.on(s):
+                D.parts[s] *= tau
+                R.parts[s] += D.parts[s]
+        return D
+
+    def shifted_residual(self, Avals, b, lam, rho):
+        with self.shards.on(0):
+            return self.shards.kernels[0].shifted_residual(Avals, b, lam, rho)
 
     # ------------------------------------------------------------------ row-wise kernels
     def scale_add(self, x, a, y, b):
@@ -939,52 +1018,26 @@ def sharded_backend(device: str, ids: tuple[int, ...]) -> ShardedBackend:
     return ShardedBackend(base, ids, lambda bounds: Shards(bounds, base, ids, communicator))
 
 
-class ShardedSpheresOperator:
-    """The operator of a problem on a product of spheres (one PSD block, every constraint a_i X_jj = b_i on its own
-    row j, every row fixed so: ``riemannian.Spheres``), split over the shards of a :class:`ShardedBackend`. It offers
-    what the Riemannian phase and the driver's measurements use of ``layout.CompressedOperator``: C V with the halo
-    exchanged, sym(U V') on the diagonal (the positions the constraints touch), A(X), A*(y) V, the dual slack as a
-    :class:`ShardedMatrix` for the eigensolver, the start and the widening of the factor shard by shard."""
+class _ShardedOperator:
+    """What the operators of a split problem share: the shards, C as a :class:`ShardedMatrix` (built by each shard on
+    its device), the row-space arrays' start and widening shard by shard, the objective's products, and the
+    constraint space (b, the multipliers, A(X)) whole on the first device."""
 
-    def __init__(self, problem, backend: ShardedBackend, rescale: bool, layout, halo_precision: str = "double"):
-        """``halo_precision``: that of the halo rows in :meth:`rounded_objective_times`
-        (``Settings.halo_precision``)."""
-        if len(layout.sizes) != 1 or layout.n_lp or problem.A_low_rank[0].size or problem.C_low_rank[0] is not None:
-            raise ValueError(SHARDED_PROBLEMS_MESSAGE)
-        n, coeff = layout.n_rows, problem.A_coords[0]
-        self.backend, self.layout, self.m = backend, layout, problem.m
-        # one diagonal entry per constraint (the constraints are sorted: then they increase), each row once
-        if not (coeff.row.size == n == problem.m and strictly_increasing(coeff.con)
-                and not holds_anywhere(lambda s: coeff.row[s] != coeff.col[s], n)):
-            raise ValueError(SHARDED_PROBLEMS_MESSAGE)
-        # per row of the block: its constraint and coefficient. n increasing constraint indices below m = n are
-        # 0..n-1, so rows that increase are in constraint order (MaxCut's): a shard's constraints are then its rows
-        row_coef, row_con = coeff.val, None
-        if not strictly_increasing(coeff.row):
-            if np.bincount(coeff.row, minlength=n).max() != 1:
-                raise ValueError(SHARDED_PROBLEMS_MESSAGE)
-            row_con, row_coef = np.empty(n, index_type_for(n)), np.empty(n)
-            row_con[coeff.row], row_coef[coeff.row] = coeff.con, coeff.val
-        rows, cols, _ = coords = problem.C_coords[0]
-        xp = backend.xp
-        self.shards = shards = backend.partition(shard_bounds(backend.symmetric_row_counts(rows, cols, n),
-                                                              backend.count, xp))
+    def __init__(self, problem, backend: ShardedBackend, layout, shards: Shards, row_scale: float, build,
+                 halo_precision: str):
+        """``build(s)``: shard s's parts beyond C (a tuple), made on its device (called on a thread per shard);
+        ``halo_precision``: that of the halo rows in :meth:`rounded_objective_times` (``Settings.halo_precision``)."""
+        n, coords, xp = layout.n_rows, problem.C_coords[0], backend.xp
+        self.backend, self.layout, self.m, self.shards = backend, layout, problem.m, shards
         self.kernels = backend.kernel_set
-        self.row_scale = abs_median(coeff.val) if rescale else 1.0
-        self.b = xp.asarray(problem.b) / self.row_scale
+        self.row_scale = row_scale
+        self.b = xp.asarray(problem.b) / row_scale
 
-        def build(s):
-            """Shard s's rows of C and its constraints (None: its rows' own range), made on its device."""
-            lo, hi = shards.rows(s)
+        def build_all(s):
             with shards.on(s):
-                return (*shard_matrices(backend.base, coords, n, lo, hi),
-                        None if row_con is None else xp.asarray(row_con[lo:hi]),
-                        xp.asarray(row_coef[lo:hi]) / self.row_scale)
+                return (*shard_matrices(backend.base, coords, n, *shards.rows(s)), *build(s))
 
-        own, halo, halo_rows, self._con, self._coef = (list(parts) for parts in zip(*_on_threads(build, shards.k)))
-        with shards.on(0):  # and the constraints on the first device, where the constraint space lives
-            self._con_first = [None if row_con is None else xp.asarray(row_con[slice(*shards.rows(s))])
-                               for s in range(shards.k)]
+        own, halo, halo_rows, *self._parts = (list(parts) for parts in zip(*_on_threads(build_all, shards.k)))
         self.C = ShardedMatrix(own, halo, HaloExchange(shards, halo_rows), (n, n))
         self.rounds_halo = halo_precision == "single"
         self.rounded_C = self.C.with_halo_dtype(np.float32 if self.rounds_halo else np.float64)
@@ -1007,6 +1060,70 @@ class ShardedSpheresOperator:
                                                             [None if p is None else p[s] for p in parts],
                                                             first_row=self.shards.rows(s)[0]), R)
 
+    def residual_norm(self, residual) -> float:
+        return self.row_scale * float(self.backend.xp.linalg.norm(residual))
+
+    def objective_times(self, V, out=None):
+        return self.kernels.csr_matmul(self.C, V, out=out)
+
+    def rounded_objective_times(self, V, out=None):
+        """C V with the halo rows exchanged in single precision when ``rounds_halo``: for the Riemannian phase's
+        trial points, never for a measurement or a certificate."""
+        return self.kernels.csr_matmul(self.rounded_C, V, out=out)
+
+    def objective(self, R) -> float:
+        return self.kernels.inner(R, self.objective_times(R))
+
+    def slack_times(self, y, c_scale, V, CV=None, weight=1.0):
+        """weight * (c_scale C + A*(y)) V; ``CV`` is C V when the caller has it already."""
+        if CV is None:
+            CV = self.objective_times(V)
+        return self.adjoint_times(self.adjoint_data(y), V, alpha=weight, addend=CV, beta=weight * c_scale)
+
+    def normal_preconditioner(self, F):
+        """None: phase II's conjugate gradients run unpreconditioned on split rows."""
+        return None
+
+
+class ShardedSpheresOperator(_ShardedOperator):
+    """The operator of a problem on a product of spheres (one PSD block, every constraint a_i X_jj = b_i on its own
+    row j, every row fixed so: ``riemannian.Spheres``), split over the shards of a :class:`ShardedBackend`. It offers
+    what the Riemannian phase and the driver's measurements use of ``layout.CompressedOperator``: C V with the halo
+    exchanged, sym(U V') on the diagonal (the positions the constraints touch), A(X), A*(y) V, the dual slack as a
+    :class:`ShardedMatrix` for the eigensolver, the start and the widening of the factor shard by shard."""
+
+    def __init__(self, problem, backend: ShardedBackend, rescale: bool, layout, halo_precision: str = "double"):
+        if len(layout.sizes) != 1 or layout.n_lp or problem.A_low_rank[0].size or problem.C_low_rank[0] is not None:
+            raise ValueError(SHARDED_PROBLEMS_MESSAGE)
+        n, coeff = layout.n_rows, problem.A_coords[0]
+        # one diagonal entry per constraint (the constraints are sorted: then they increase), each row once
+        if not (coeff.row.size == n == problem.m and strictly_increasing(coeff.con)
+                and not holds_anywhere(lambda s: coeff.row[s] != coeff.col[s], n)):
+            raise ValueError("a product of spheres has one constraint a_i X_jj = b_i per row j")
+        # per row of the block: its constraint and coefficient. n increasing constraint indices below m = n are
+        # 0..n-1, so rows that increase are in constraint order (MaxCut's): a shard's constraints are then its rows
+        row_coef, row_con = coeff.val, None
+        if not strictly_increasing(coeff.row):
+            if np.bincount(coeff.row, minlength=n).max() != 1:
+                raise ValueError("a product of spheres has one constraint a_i X_jj = b_i per row j")
+            row_con, row_coef = np.empty(n, index_type_for(n)), np.empty(n)
+            row_con[coeff.row], row_coef[coeff.row] = coeff.con, coeff.val
+        rows, cols, _ = problem.C_coords[0]
+        xp = backend.xp
+        shards = backend.partition(shard_bounds(backend.symmetric_row_counts(rows, cols, n), backend.count, xp))
+        row_scale = abs_median(coeff.val) if rescale else 1.0
+
+        def build(s):
+            """Shard s's constraints (None: its rows' own range) and coefficients."""
+            lo, hi = shards.rows(s)
+            return (None if row_con is None else xp.asarray(row_con[lo:hi]), xp.asarray(row_coef[lo:hi]) / row_scale)
+
+        super().__init__(problem, backend, layout, shards, row_scale, build, halo_precision)
+        self._con, self._coef = self._parts
+        with shards.on(0):  # and the constraints on the first device, where the constraint space lives
+            self._con_first = [None if row_con is None else xp.asarray(row_con[slice(*shards.rows(s))])
+                               for s in range(shards.k)]
+
     # ------------------------------------------------------------------ forward operator
     def sample(self, U, V=None):
         """sym(U V') on the diagonal: the row dots u_j . v_j, shard by shard."""
@@ -1026,20 +1143,6 @@ class ShardedSpheresOperator:
             else:
                 out[self._con_first[s]] = self.shards.to_first(values)
         return out
-
-    def residual_norm(self, residual) -> float:
-        return self.row_scale * float(self.backend.xp.linalg.norm(residual))
-
-    def objective_times(self, V, out=None):
-        return self.kernels.csr_matmul(self.C, V, out=out)
-
-    def rounded_objective_times(self, V, out=None):
-        """C V with the halo rows exchanged in single precision when ``rounds_halo``: for the Riemannian phase's
-        trial points, never for a measurement or a certificate."""
-        return self.kernels.csr_matmul(self.rounded_C, V, out=out)
-
-    def objective(self, R) -> float:
-        return self.kernels.inner(R, self.objective_times(R))
 
     # ------------------------------------------------------------------ adjoint
     def adjoint_data(self, y, weight=1.0):
@@ -1082,3 +1185,190 @@ class ShardedSpheresOperator:
         sparse = self.backend.sparse
         return self.shards.each(lambda s, d, part: (part + sparse.diags(d, shape=part.shape, format="csr")).tocsr(),
                                 diagonal, parts)
+
+
+def position_owner(rows, cols, bounds):
+    """The shard that samples each position (rows >= cols, arrays of one namespace; ``bounds`` of that namespace
+    too): that of its row or of its column, alternately by the parity of row + col, so that the positions between
+    two shards (on a bipartite pattern such as completion's, all of them) are shared between both."""
+    xp = _namespace(rows)
+    row_shard = xp.searchsorted(bounds, rows, side="right") - 1
+    col_shard = xp.searchsorted(bounds, cols, side="right") - 1
+    return xp.where((rows + cols) % 2 == 0, row_shard, col_shard)
+
+
+def _namespace(array):
+    """NumPy for a NumPy array, else CuPy."""
+    if isinstance(array, np.ndarray):
+        return np
+    import cupy
+    return cupy
+
+
+class ShardedBlockOperator(_ShardedOperator):
+    """The operator of a one-block problem with any constraints on the block (matrix completion, Lovasz theta, MaxCut
+    solved by the ALM), split over the shards of a :class:`ShardedBackend` for phases I and II and the measurements.
+
+    Each shard keeps, built on its device from the coordinates of A:
+    - its rows of the pattern of A*(y) as a :class:`ShardedMatrix` ``S`` (own columns and halo), whose values come
+      from the multipliers through ``At`` (the pattern's entries x the constraints touching them) and a gather into
+      the CSR order of its two parts: A*(y) V then runs as C V does, the halo rows exchanged beside the own product;
+    - the positions it samples (:func:`position_owner`), numbered in its *extended* rows (its own rows, then its halo
+      rows in the order of S's halo buffer), and ``A``, the constraints x those positions: sym(U V') is sampled on
+      the shard's own rows and halo rows put side by side, and A(X) is the sum over the shards of A times the
+      samples, each shard's values scattered into the m-vector on the first device at its constraints.
+    The constraint space (y, A(X), b, the multipliers) is whole on the first device: what crosses devices per
+    product is y at the constraints each shard touches, the samples' partial sums, and halo rows."""
+
+    def __init__(self, problem, backend: ShardedBackend, rescale: bool, layout, halo_precision: str = "double"):
+        if len(layout.sizes) != 1 or layout.n_lp or problem.A_low_rank[0].size or problem.C_low_rank[0] is not None:
+            raise ValueError(SHARDED_PROBLEMS_MESSAGE)
+        n, coeff, xp = layout.n_rows, problem.A_coords[0], backend.xp
+        (c_rows, c_cols, _), m = problem.C_coords[0], problem.m
+        # rows balanced by their entries of C and of A's coordinates (both are a shard's work per product)
+        weights = (backend.symmetric_row_counts(c_rows, c_cols, n)
+                   + backend.symmetric_row_counts(coeff.row, coeff.col, n))
+        shards = backend.partition(shard_bounds(weights, backend.count, xp))
+        row_scale = (median_row_norm(constraint_squares(coeff.con, coeff.row, coeff.col, coeff.val, m))
+                     if rescale else 1.0)
+        index = index_type_for(max(n, m, 2 * coeff.row.size))
+
+        def build(s):
+            """Shard s's pattern of A*(y) and its constraints' parts (on its device)."""
+            lo, hi = shards.rows(s)
+            bounds = xp.asarray(shards.bounds)
+            adjoint, sampled = ([], [], [], []), ([], [], [], [])
+            for start in range(0, max(coeff.row.size, 1), BUILD_CHUNK):  # one piece at least: the arrays' types
+                piece = slice(start, start + BUILD_CHUNK)
+                con, row, col, val = (xp.asarray(a[piece]) for a in (coeff.con, coeff.row, coeff.col, coeff.val))
+                lower, mirrored = (row >= lo) & (row < hi), (col >= lo) & (col < hi) & (row != col)
+                for part, values in zip(adjoint, ((row[lower] - lo, col[mirrored] - lo), (col[lower], row[mirrored]),
+                                                  (con[lower], con[mirrored]), (val[lower], val[mirrored]))):
+                    part.extend(values)
+                mine = position_owner(row, col, bounds) == s
+                fold = xp.where(row[mine] == col[mine], 1.0, 2.0)  # A_i's off-diagonal entries count twice in <A_i, X>
+                for part, values in zip(sampled, (con[mine], row[mine], col[mine], val[mine] * fold / row_scale)):
+                    part.append(values)
+            local, column, con, val = (xp.concatenate(p) for p in adjoint)
+            # the entries of the shard's rows of A*(y), by row then column, and which constraints each is made of
+            keys = local * n + column
+            entries = sorted_unique(xp, keys)
+            touched = sorted_unique(xp, con)
+            At = coordinate_csr(backend.base, xp.searchsorted(entries, keys).astype(index),
+                                xp.searchsorted(touched, con), val / row_scale, (entries.size, touched.size), index)
+            del keys, local, column, con, val
+            own, halo, halo_rows = own_and_halo(backend.base, entries // n, entries % n,
+                                                xp.arange(entries.size, dtype=np.float64), n, lo, hi)
+            gather = (own.data.astype(index), None if halo is None else halo.matrix.data.astype(index))
+            del entries
+            # the sampled positions in the extended rows, and the constraints x positions
+            con, row, col, val = (xp.concatenate(p) for p in sampled)
+            place = xp.empty(n, index)  # a row's place in the extended rows
+            place[lo:hi] = xp.arange(hi - lo, dtype=index)
+            place[xp.asarray(halo_rows)] = xp.arange(hi - lo, hi - lo + halo_rows.size, dtype=index)
+            keys = row * n + col
+            positions = sorted_unique(xp, keys)
+            owned = sorted_unique(xp, con)
+            A = coordinate_csr(backend.base, xp.searchsorted(owned, con),
+                               xp.searchsorted(positions, keys).astype(index), val, (owned.size, positions.size), index)
+            extended = (place[positions // n], place[positions % n])
+            return own, halo, halo_rows, gather, At, touched.astype(index), A, owned.astype(index), extended
+
+        super().__init__(problem, backend, layout, shards, row_scale, build, halo_precision)
+        own, halo, halo_rows, self._gather, self._At, touched, self._A, owned, self._extended = self._parts
+        self.S = ShardedMatrix(own, halo, HaloExchange(shards, halo_rows), (n, n))
+        with shards.on(0):  # the constraints each shard touches and samples, where the constraint space lives
+            self._touched_first = [t if s == 0 else shards.to_first(t) for s, t in enumerate(touched)]
+            self._owned_first = [o if s == 0 else shards.to_first(o) for s, o in enumerate(owned)]
+        # the dual slack's halo: the rows C's or A*(y)'s entries reference, and each part's columns in it
+        self._slack_rows = [np.union1d(c, a) for c, a in zip(self.C.exchange.halo_rows, halo_rows)]
+        self._slack_exchange = (self.S.exchange if not any(c.size for c in self.C.exchange.halo_rows)
+                                else HaloExchange(shards, self._slack_rows))
+
+    # ------------------------------------------------------------------ forward operator
+    def _extended_rows(self, V) -> list:
+        """Per shard, its rows of V and then its halo rows (those of S), side by side in one array."""
+        buffers, pending = self.S.exchange.start(V)
+        pending.wait()
+        xp = self.backend.xp
+        return self.shards.each(lambda s, own, halo: xp.concatenate((own, halo)), V, buffers)
+
+    def sample(self, U, V=None):
+        """sym(U V') at each shard's sampled positions (U U' when V is None)."""
+        extended = [self._extended_rows(U)] + ([] if V is None else [self._extended_rows(V)])
+        return self.shards.map(lambda s, where, u, *v: self.shards.kernels[s].sym_sample(
+            *where, u, v[0] if v else None), self._extended, *extended)
+
+    def sample_pair(self, R, D):
+        """Columns sym(R D') and D D' at each shard's sampled positions, for the line search."""
+        return self.shards.map(lambda s, where, r, d: self.shards.kernels[s].sym_sample_pair(*where, r, d),
+                               self._extended, self._extended_rows(R), self._extended_rows(D))
+
+    def constraints(self, w):
+        """A(X) from :meth:`sample`'s (or :meth:`sample_pair`'s) values, as an m-vector (m x 2) on the first device:
+        each shard's partial sums over its positions, added at its constraints."""
+        shards, xp = self.shards, self.backend.xp
+        parts = shards.each(lambda s, A, values: shards.kernels[s].csr_matmul(A, values), self._A, w)
+        with shards.on(0):
+            out = xp.zeros((self.m,) + parts[0].shape[1:])
+            for s, part in enumerate(parts):
+                out[self._owned_first[s]] += shards.to_first(part)
+        return out
+
+    # ------------------------------------------------------------------ adjoint
+    def adjoint_data(self, y, weight=1.0) -> list:
+        """Per shard, the values of weight * A*(y) in the CSR order of S's own and halo parts (None for no halo)."""
+        shards = self.shards
+
+        def part(s, At, touched, gather):  # within on(s)
+            with shards.on(0):
+                mine = y[touched]  # only the constraints the shard touches travel
+            kernels = shards.kernels[s]
+            values = kernels.csr_matmul(At, shards.from_first(s, mine))
+            return tuple(None if g is None else kernels.gather_values(values, g, weight) for g in gather)
+        return shards.each(part, self._At, self._touched_first, self._gather)
+
+    def adjoint_times(self, data, V, out=None, alpha=1.0, addend=None, beta=0.0):
+        """A*(y) V for the values ``data`` of :meth:`adjoint_data` (alpha A*(y) V + beta addend with an addend): S's
+        parts take the values, so that the products' plans, kept with S's index arrays, stay."""
+        for s, values in enumerate(data):
+            self.S.own[s].data = values[0]
+            if values[1] is not None:
+                self.S.halo[s].matrix.data = values[1]
+        return self.kernels.csr_matmul(self.S, V, out=out, alpha=alpha, addend=addend, beta=beta)
+
+    def adjoint_matrix(self, y, weight=1.0) -> ShardedMatrix:
+        """weight * A*(y) as a :class:`ShardedMatrix` of its own (S's index arrays shared)."""
+        sparse = self.backend.sparse
+
+        def parts(s, own, halo, values):
+            own = sparse.csr_matrix((values[0], own.indices, own.indptr), shape=own.shape)
+            if halo is None:
+                return own, None
+            matrix = halo.matrix
+            return own, HaloPart(sparse.csr_matrix((values[1], matrix.indices, matrix.indptr), shape=matrix.shape),
+                                 halo.rows)
+        own, halo = zip(*self.shards.each(parts, self.S.own, self.S.halo, self.adjoint_data(y, weight=weight)))
+        return ShardedMatrix(list(own), list(halo), self.S.exchange, self.S.shape)
+
+    def slack_matrix(self, lam) -> ShardedMatrix:
+        """C - A*(lam) as a :class:`ShardedMatrix` over the union of C's and A*(y)'s halos."""
+        adjoint, base = self.adjoint_matrix(lam, weight=-1.0), self.backend.base
+        xp = base.xp
+
+        def parts(s, c_own, a_own, c_halo, a_halo):
+            own = (c_own + a_own).tocsr()
+            if c_halo is None or a_halo is None:  # the union is the other part's halo
+                return own, a_halo if c_halo is None else c_halo
+            size, rows = c_own.shape[0], self._slack_rows[s]
+            pieces = []
+            for part, halo_rows in ((c_halo, self.C.exchange.halo_rows[s]), (a_halo, self.S.exchange.halo_rows[s])):
+                coo = part.matrix.tocoo()
+                local = coo.row if part.rows is None else part.rows[coo.row]
+                pieces.append((local, xp.asarray(np.searchsorted(rows, halo_rows))[coo.col], coo.data))
+            local, columns, values = (xp.concatenate(p) for p in zip(*pieces))
+            matrix = base.sparse.coo_matrix((values, (local, columns)), shape=(size, rows.size)).tocsr()
+            matrix.sum_duplicates()  # an entry of both C and A*(y) becomes one
+            return own, HaloPart(matrix)
+        own, halo = zip(*self.shards.each(parts, self.C.own, adjoint.own, self.C.halo, adjoint.halo))
+        return ShardedMatrix(list(own), list(halo), self._slack_exchange, self.C.shape)

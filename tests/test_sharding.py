@@ -10,11 +10,13 @@ import scipy.sparse as sp
 from cvxpy_culorads import SDPProblem, Settings, Status, driver, hostpasses, riemannian, sharding, solve
 from cvxpy_culorads.backend import gpu_available, select_backend
 from cvxpy_culorads.certificates import smallest_eigenpairs
-from cvxpy_culorads.kernels import CpuKernels, hashed_uniform, lbfgs_coefficients
+from cvxpy_culorads.kernels import LINE_SEARCH_ROW_SCALARS, CpuKernels, hashed_uniform, lbfgs_coefficients
+from cvxpy_culorads.krylov import conjugate_gradient
 from cvxpy_culorads.layout import BlockLayout, CompressedOperator
-from cvxpy_culorads.models import maxcut_problem
+from cvxpy_culorads.models import completion_problem, maxcut_problem, random_low_rank_instance
 from cvxpy_culorads.sharding import (
     RowOrder,
+    ShardedBlockOperator,
     ShardedSpheresOperator,
     balanced_bounds,
     sharded_backend,
@@ -108,8 +110,8 @@ def _check_operator_matches(problem, single, sharded):
     """The split operator's products, constraint values, adjoint, slack, start and widening against the one-device
     operator's."""
     backend, host, xp = sharded.backend, single.backend.to_host, single.backend.xp
-    rng = np.random.default_rng(0)
-    V = rng.standard_normal((1100, 5))
+    rng, n = np.random.default_rng(0), problem.block_sizes[0]
+    V = rng.standard_normal((n, 5))
     parts, V = sharded.split(V), xp.asarray(V)
     assert np.allclose(backend.to_host(sharded.objective_times(parts)), host(single.objective_times(V)), atol=1e-12)
     assert sharded.objective(parts) == pytest.approx(float(single.objective(V)), rel=1e-13)
@@ -121,16 +123,153 @@ def _check_operator_matches(problem, single, sharded):
     # the dual slack, applied by the eigensolver's products (halo exchanged), and its Gershgorin bound
     slack, reference = sharded.slack_matrix(xp.asarray(y)), CompressedOperator(
         problem, select_backend("cpu"), rescale=True).slack_matrix(y)
-    v = rng.standard_normal(1100)
+    v = rng.standard_normal(n)
     assert np.allclose(backend.to_host(sharded.kernels.csr_matmul(slack, sharded.split(v))), reference @ v, atol=1e-12)
     radii = np.asarray(abs(reference).sum(axis=1)).ravel() - np.abs(reference.diagonal())
     assert slack.gershgorin_lower() == pytest.approx(float(np.min(reference.diagonal() - radii)))
     # the start and a widened factor, shard by shard, are the rows of the one-device arrays
     start = backend.to_host(sharded.initial_factor(6, [4], seed=5))
     assert np.array_equal(start, host(single.initial_factor(6, [4], seed=5)))
-    direction = rng.standard_normal(1100)
+    direction = rng.standard_normal(n)
     wide = backend.to_host(sharded.widen(parts, [5], [7], [sharded.split(direction)]))
     assert np.array_equal(wide, host(single.widen(V, [5], [7], [xp.asarray(direction)])))
+
+
+def _completion(n1: int, m: int, seed: int) -> SDPProblem:
+    rows, cols, values, _ = random_low_rank_instance(n1, n1, 1, m, seed=seed)
+    return completion_problem(rows, cols, values, (n1, n1))
+
+
+def _trace_and_edges(n: int, seed: int) -> SDPProblem:
+    """min <C, X> s.t. X_ij = 0 on the edges of a random graph and tr X = 1 (Lovasz theta's sparse form, with C the
+    negated adjacency of a second graph plus -I): a constraint on every shard's rows, and C with a halo."""
+    graph, other = sp.tril(_graph(n, 6, seed), k=-1).tocoo(), _graph(n, 4, seed + 1)
+    C = -(other + sp.eye(n))
+    edges = graph.row.size
+    cons = np.concatenate([np.arange(edges), np.full(n, edges)])
+    rows, cols = np.concatenate([graph.row, np.arange(n)]), np.concatenate([graph.col, np.arange(n)])
+    vals = np.concatenate([np.full(edges, 0.5), np.ones(n)])
+    return SDPProblem(np.concatenate([np.zeros(edges), [1.0]]), [C], [(cons, rows, cols, vals)], name="edges")
+
+
+@pytest.mark.parametrize("kind", ["completion", "trace and edges", "diagonal"])
+@pytest.mark.parametrize("k", [2, 3])
+def test_block_operator_matches_one_device(k, kind, device):
+    problem = {"completion": lambda: _completion(600, 12000, seed=1),
+               "trace and edges": lambda: _trace_and_edges(1300, seed=2),
+               "diagonal": lambda: _weighted_diagonals(1100, seed=3)}[kind]()
+    _check_block_operator_matches(problem, simulated_backend(device, k), device)
+
+
+def _check_block_operator_matches(problem, backend, device):
+    """:func:`_check_operator_matches` for the block operator, and its sampling of two factors, its line search's
+    samples, the gradient's product and A*(y) as a matrix."""
+    layout = BlockLayout.of(problem)
+    single = CompressedOperator(problem, select_backend(device), rescale=True, layout=layout)
+    sharded = ShardedBlockOperator(problem, backend, True, layout)
+    assert sharded.row_scale == pytest.approx(single.row_scale, rel=1e-15)
+    if problem.name == "completion":  # bipartite: every position lies between two shards, and both sample
+        sampled = [rows.size for rows, _ in sharded._extended]
+        assert sum(sampled) == problem.m and min(sampled) > 0.2 * problem.m
+    _check_operator_matches(problem, single, sharded)
+    host, xp = single.backend.to_host, single.backend.xp
+    rng = np.random.default_rng(4)
+    n = layout.n_rows
+    U, V = rng.standard_normal((n, 4)), rng.standard_normal((n, 4))
+    split = [sharded.split(U), sharded.split(V)]
+    U, V = xp.asarray(U), xp.asarray(V)
+    for values, reference in ((sharded.sample(*split), single.sample(U, V)),
+                              (sharded.sample_pair(*split), single.sample_pair(U, V))):
+        np.testing.assert_allclose(host(sharded.constraints(values)), host(single.constraints(reference)),
+                                   rtol=1e-13, atol=1e-12)
+    y = xp.asarray(rng.standard_normal(problem.m))
+    np.testing.assert_allclose(sharded.backend.to_host(sharded.slack_times(y, 2.0, split[0], weight=3.0)),
+                               host(single.slack_times(y, 2.0, U, weight=3.0)), rtol=1e-13, atol=1e-11)
+    v = rng.standard_normal(n)
+    reference = CompressedOperator(problem, select_backend("cpu"), rescale=True).adjoint_matrix(host(y), weight=2.0)
+    product = sharded.kernels.csr_matmul(sharded.adjoint_matrix(y, weight=2.0), sharded.split(v))
+    np.testing.assert_allclose(sharded.backend.to_host(product), reference @ v, rtol=1e-13, atol=1e-12)
+
+
+@pytest.mark.parametrize("k", [2, 3])
+def test_phase_one_kernels_on_split_rows_are_the_whole_arrays_kernels(k, device):
+    shards = simulated_backend(device, k)
+    shards.partition(np.array([0, 40, 90, 130]) if k == 3 else np.array([0, 55, 130]))
+    kernels, xp = shards.kernel_set, shards.xp
+    rng = np.random.default_rng(k)
+    R, D, CD = (rng.standard_normal((130, 3)) for _ in range(3))
+    AW, Avals, b, lam = rng.standard_normal((20, 2)), *rng.standard_normal((3, 20))
+    expected = CpuKernels.line_search_products(AW, Avals, b, lam, 2.5, R, D, CD, np.empty(9))
+    split = [shards.shards.split(a.copy()) for a in (R, D, CD)]  # (on the CPU the parts are views of a)
+    AW_d, Avals_d, b_d, lam_d = (xp.array(a) for a in (AW, Avals, b, lam))
+    got = shards.to_host(kernels.line_search_products(AW_d, Avals_d, b_d, lam_d, 2.5, *split, xp.empty(9)))
+    np.testing.assert_allclose(got, expected, rtol=1e-13)
+    assert np.abs(got[LINE_SEARCH_ROW_SCALARS]).min() > 0  # the rows' sums, from every shard
+    step = kernels.advance(split[0], split[1], 0.3, Avals_d, AW_d)
+    np.testing.assert_allclose(shards.to_host(step), 0.3 * D, rtol=1e-15)
+    np.testing.assert_allclose(shards.to_host(split[0]), R + 0.3 * D, rtol=1e-15)
+    np.testing.assert_allclose(shards.to_host(Avals_d), Avals + 0.3 * 2 * AW[:, 0] + 0.09 * AW[:, 1], rtol=1e-14)
+    np.testing.assert_allclose(shards.to_host(kernels.shifted_residual(Avals_d, b_d, lam_d, 2.0)),
+                               2.0 * (shards.to_host(Avals_d) - b) - lam, rtol=1e-14)
+    np.testing.assert_allclose(shards.to_host(kernels.average(split[1], split[2], split[0])), (0.3 * D + CD) / 2)
+
+
+@pytest.mark.parametrize("k", [2, 3])
+def test_conjugate_gradients_on_split_rows_are_the_whole_arrays_ones(k, device):
+    # phase II's solves: (I + diag(w)) X = B on split rows, as on the whole arrays
+    shards = simulated_backend(device, k)
+    shards.partition(balanced_bounds(np.ones(300), k))
+    rng = np.random.default_rng(0)
+    w, B = rng.uniform(0.0, 5.0, (300, 1)), rng.standard_normal((300, 2))
+    whole = select_backend(device)
+    w_whole, w_split = whole.xp.asarray(w), shards.shards.split(w)
+    expected, count = conjugate_gradient(lambda X: X + w_whole * X, whole.xp.asarray(B), whole.xp.zeros((300, 2)),
+                                         1e-12, whole)
+    got, split_count = conjugate_gradient(lambda X: X + w_split * X, shards.shards.split(B),
+                                          shards.shards.split(np.zeros((300, 2))), 1e-12, shards)
+    assert split_count == count
+    np.testing.assert_allclose(shards.to_host(got), whole.to_host(expected), rtol=1e-10)
+    np.testing.assert_allclose(shards.to_host(got), B / (1.0 + w), rtol=1e-8)
+
+
+def _completion_bound(problem: SDPProblem, result) -> float:
+    """The certified bound of completion from the returned multipliers, recomputed densely: C = I/2 gives
+    tr X = 2 <C, X>, so <C, X> = b'y + <C - A*(y), X> >= b'y + lambda_min (2 <C, X>) for every feasible X."""
+    coeff = problem.A_coords[0]
+    slack = problem.objective_matrix(0).toarray()
+    np.add.at(slack, (coeff.row, coeff.col), -coeff.val * result.dual[coeff.con])
+    np.add.at(slack, (coeff.col, coeff.row), -coeff.val * result.dual[coeff.con])
+    smallest = min(0.0, np.linalg.eigvalsh(slack)[0])
+    return float(problem.b @ result.dual) / (1.0 - 2.0 * smallest)
+
+
+@pytest.mark.parametrize("k", [2, 3])
+def test_split_phases_one_and_two_solve_completion_like_one_device(k, device):
+    problem = _completion(600, 20000, seed=1)
+    one = solve(problem, device=device)
+    split = solve(problem, device=device, devices=k)
+    assert one.status is split.status is Status.OPTIMAL, split.summary()
+    assert split.iterations["alm"] > 0 and split.iterations["admm"] > 0 and split.iterations["riemannian"] == 0
+    assert split.primal_objective == pytest.approx(one.primal_objective, rel=1e-7)
+    R = split.factors[0]
+    assert 0.5 * float(np.sum(R * R)) == pytest.approx(split.primal_objective, rel=1e-12)
+    assert primal_residual(problem, split) <= 1e-5
+    bound = _completion_bound(problem, split)
+    assert split.dual_bound <= bound + 1e-9 * abs(bound)  # the reported bound holds, recomputed densely
+    assert (split.primal_objective - bound) / (1 + abs(split.primal_objective) + abs(bound)) <= 1e-5
+
+
+def test_split_phases_one_and_two_solve_maxcut_like_the_riemannian_phase(device):
+    problem = maxcut_problem(_graph(1200, 6, seed=3))
+    riemannian_one = solve(problem, device=device)
+    split = solve(problem, device=device, devices=2, riemannian=False)
+    assert riemannian_one.status is split.status is Status.OPTIMAL, split.summary()
+    assert split.iterations["alm"] > 0 and split.iterations["riemannian"] == 0
+    assert split.primal_objective == pytest.approx(riemannian_one.primal_objective, rel=2e-5)
+    assert primal_residual(problem, split) <= 1e-5
+    bound = _dense_bound(problem, split)
+    assert split.dual_bound <= bound + 1e-9 * abs(bound)
+    assert (split.primal_objective - bound) / (1 + abs(split.primal_objective) + abs(bound)) <= 1e-5
 
 
 @pytest.mark.parametrize("graph", ["random", "banded"])
@@ -418,9 +557,8 @@ def test_devices_setting_is_checked():
     with pytest.raises(ValueError, match="shard_order"):
         Settings(shard_order="metis")
     assert Settings(devices=[1, 0]).devices == (1, 0) and Settings(devices=[1, 0]).device_count == 2
-    with pytest.raises(ValueError, match="riemannian"):
-        Settings(devices=2, riemannian=False)
-    with pytest.raises(ValueError, match="product of spheres"):
+    assert Settings(devices=2, riemannian=False).device_count == 2  # phases I and II on split rows
+    with pytest.raises(ValueError, match="one PSD block"):
         solve(random_mixed_problem(0), device="cpu", devices=2)
     two_blocks = SDPProblem(np.ones(4), [sp.eye(2), sp.eye(2)],
                             [(np.arange(2), np.arange(2), np.arange(2), np.ones(2)),
@@ -455,6 +593,23 @@ def test_the_operator_on_two_gpus_matches_one_device(shuffled):
     rows, cols, _ = problem.C_coords[0]
     expected = np.diff(problem.objective_matrix(0).tocsr().indptr)
     np.testing.assert_array_equal(two.to_host(two.symmetric_row_counts(rows, cols, 1100)), expected)
+
+
+@pytest.mark.skipif(not _two_gpus(), reason="needs two GPUs")
+@pytest.mark.parametrize("kind", ["completion", "trace and edges"])
+def test_the_block_operator_on_two_gpus_matches_one_device(kind):
+    problem = _completion(600, 12000, seed=1) if kind == "completion" else _trace_and_edges(1300, seed=2)
+    _check_block_operator_matches(problem, sharded_backend("gpu", (0, 1)), "gpu")
+
+
+@pytest.mark.skipif(not _two_gpus(), reason="needs two GPUs")
+def test_two_gpus_solve_completion_like_one():
+    problem = _completion(600, 20000, seed=1)
+    one = solve(problem, device="gpu")
+    two = solve(problem, device="gpu", devices=2)
+    assert one.status is two.status is Status.OPTIMAL, two.summary()
+    assert two.primal_objective == pytest.approx(one.primal_objective, rel=1e-7)
+    assert "2 GPUs" in two.device and two.iterations["admm"] > 0
 
 
 @pytest.mark.skipif(not _two_gpus(), reason="needs two GPUs")
