@@ -3,12 +3,13 @@
 Usage::
 
     python benchmarks/multi_gpu_completion.py --sizes 1666667:100000000 --gpus 2 [--split-only] [--rank-truth 1]
-                                              [--time-limit S] [--tol T] [--verbose] [--out DIR]
+                                              [--rank R] [--time-limit S] [--tol T] [--verbose] [--out DIR]
 
 For every ``n1:m`` of ``--sizes``, the nuclear-norm completion SDP (``models.completion_problem``: one PSD block of
 order 2 n1, C = I/2, one constraint per observed entry) of a random n1 x n1 matrix of rank ``--rank-truth`` (default 1,
 as the ``completion`` suite at n1 = 1e7), m entries observed uniformly at random, is solved with the defaults on one
-GPU and on ``--gpus`` GPUs (``--split-only``: on the GPUs only, for sizes one GPU cannot hold). The instance is drawn on
+GPU and on ``--gpus`` GPUs (``--split-only``: on the GPUs only, for sizes one GPU cannot hold; ``--rank R``: from R
+columns instead of the default start). The instance is drawn on
 the GPU (keys uniform in [0, n1^2) from float64 uniforms, deduplicated by a sort, m of them kept at random), since
 NumPy's draw and sort of 6e8 keys take minutes of the host; the instance is then the same for both solves. ``seconds``
 is the solve after the data reached the host (``Result.solve_time``, set-up included), ``ms_per_step`` phase I's time
@@ -65,6 +66,7 @@ def main(argv=None) -> int:
     parser.add_argument("--gpus", type=int, default=2)
     parser.add_argument("--split-only", action="store_true")
     parser.add_argument("--rank-truth", type=int, default=1)
+    parser.add_argument("--rank", type=int, default=None)
     parser.add_argument("--time-limit", type=float, default=300.0)
     parser.add_argument("--tol", type=float, default=1e-5)
     parser.add_argument("--verbose", action="store_true")
@@ -83,7 +85,7 @@ def main(argv=None) -> int:
         print(f"n1 = {n1}, m = {m}: instance and problem in {time.perf_counter() - start:.1f} s", flush=True)
         for gpus in ([args.gpus] if args.split_only else [None, args.gpus]):
             result = cl.solve(problem, device="gpu", devices=gpus, tol=args.tol, time_limit=args.time_limit,
-                              verbose=args.verbose)
+                              rank=args.rank, verbose=args.verbose)
             steps = result.iterations["alm"]
             row = dict(n1=n1, m=m, gpus=gpus or 1, **result_fields(result, result.solve_time, None),
                        ms_per_step=round(1e3 * result.stage_times["alm"] / max(steps, 1), 2),

@@ -1182,6 +1182,11 @@ class GpuKernels(RowSpace):
         return _GATHER_VALUES(t, gather, float(weight))
 
     @staticmethod
+    def scatter_add(out, index, values):
+        """out[index] += values in place (atomic adds: repeated indices add up)."""
+        cupyx.scatter_add(out, index, values)
+
+    @staticmethod
     def gather_rows(V, index, dtype):
         """The rows ``index`` of V (C-ordered) in a new array of ``dtype``, rounded in the same pass."""
         out = cupy.empty((index.size,) + V.shape[1:], dtype)

@@ -499,8 +499,8 @@ class Shards:
         return self.map(lambda s: self.backend.xp.asarray(host[slice(*self.rows(s))]))
 
     def to_first(self, array, out=None):
-        """A device array (of any shard) as an array on the first shard's device, written into ``out`` (an array
-        there) when given."""
+        """A device array (of any shard) as an array on the first shard's device (itself when it lives there),
+        written into ``out`` (an array there) when given. Read it only: it may be the array given."""
         with self.on(0):
             if self.device_ids is not None:
                 return _copy_to_current(array, out)
@@ -510,7 +510,8 @@ class Shards:
             return out
 
     def from_first(self, s: int, array):
-        """A first-device array as an array on shard s's device (call within ``on(s)``)."""
+        """A first-device array as an array on shard s's device (call within ``on(s)``; the array itself where it
+        lives there already). Read it only."""
         return array if self.device_ids is None else _copy_to_current(array)
 
     @staticmethod
@@ -526,16 +527,19 @@ def _whole(key, n: int) -> bool:
 
 
 def _copy_to_current(array, out=None):
-    """A copy of a C-contiguous CuPy array on the current device (a peer copy when it lives on another), into ``out``
-    when given, queued in stream order without the host waiting: the current stream waits for the work queued on the
+    """A C-contiguous CuPy array on the current device: the array itself when it lives there and no ``out`` is given,
+    else a copy (a peer copy from another device) into ``out`` or new memory, queued in stream order without the host
+    waiting: the current stream waits for the work queued on the
     array's device, and that device's stream then waits for the copy, so that memory freed there after this call is
     not handed to new work before the copy has read it (the pool reuses a freed block in its own stream's order)."""
     import cupy
-    out = cupy.empty(array.shape, array.dtype) if out is None else out
-    stream = cupy.cuda.get_current_stream()
     if array.device.id == cupy.cuda.Device().id:
+        if out is None:
+            return array
         out[...] = array
         return out
+    out = cupy.empty(array.shape, array.dtype) if out is None else out
+    stream = cupy.cuda.get_current_stream()
     with array.device:
         source = cupy.cuda.get_current_stream()
         stream.wait_event(source.record())
@@ -1253,9 +1257,11 @@ class ShardedBlockOperator(_ShardedOperator):
             # the entries of the shard's rows of A*(y), by row then column, and which constraints each is made of
             keys = local * n + column
             entries = sorted_unique(xp, keys)
-            touched = sorted_unique(xp, con)
-            At = coordinate_csr(backend.base, xp.searchsorted(entries, keys).astype(index),
-                                xp.searchsorted(touched, con), val / row_scale, (entries.size, touched.size), index)
+            # the first shard, beside the constraint space, reads y itself: its columns are the constraints
+            touched = None if s == 0 else sorted_unique(xp, con)
+            columns, width = (con, m) if touched is None else (xp.searchsorted(touched, con), touched.size)
+            At = coordinate_csr(backend.base, xp.searchsorted(entries, keys).astype(index), columns, val / row_scale,
+                                (entries.size, width), index)
             del keys, local, column, con, val
             own, halo, halo_rows = own_and_halo(backend.base, entries // n, entries % n,
                                                 xp.arange(entries.size, dtype=np.float64), n, lo, hi)
@@ -1272,14 +1278,15 @@ class ShardedBlockOperator(_ShardedOperator):
             A = coordinate_csr(backend.base, xp.searchsorted(owned, con),
                                xp.searchsorted(positions, keys).astype(index), val, (owned.size, positions.size), index)
             extended = (place[positions // n], place[positions % n])
-            return own, halo, halo_rows, gather, At, touched.astype(index), A, owned.astype(index), extended
+            return (own, halo, halo_rows, gather, At, None if touched is None else touched.astype(index), A,
+                    owned.astype(index), extended)
 
         super().__init__(problem, backend, layout, shards, row_scale, build, halo_precision)
         own, halo, halo_rows, self._gather, self._At, touched, self._A, owned, self._extended = self._parts
         self.S = ShardedMatrix(own, halo, HaloExchange(shards, halo_rows), (n, n))
         with shards.on(0):  # the constraints each shard touches and samples, where the constraint space lives
-            self._touched_first = [t if s == 0 else shards.to_first(t) for s, t in enumerate(touched)]
-            self._owned_first = [o if s == 0 else shards.to_first(o) for s, o in enumerate(owned)]
+            self._touched_first = [None if t is None else shards.to_first(t) for t in touched]
+            self._owned_first = [shards.to_first(o) for o in owned]
         # the dual slack's halo: the rows C's or A*(y)'s entries reference, and each part's columns in it
         self._slack_rows = [np.union1d(c, a) for c, a in zip(self.C.exchange.halo_rows, halo_rows)]
         self._slack_exchange = (self.S.exchange if not any(c.size for c in self.C.exchange.halo_rows)
@@ -1312,7 +1319,7 @@ class ShardedBlockOperator(_ShardedOperator):
         with shards.on(0):
             out = xp.zeros((self.m,) + parts[0].shape[1:])
             for s, part in enumerate(parts):
-                out[self._owned_first[s]] += shards.to_first(part)
+                shards.kernels[0].scatter_add(out, self._owned_first[s], shards.to_first(part))
         return out
 
     # ------------------------------------------------------------------ adjoint
@@ -1321,10 +1328,14 @@ class ShardedBlockOperator(_ShardedOperator):
         shards = self.shards
 
         def part(s, At, touched, gather):  # within on(s)
-            with shards.on(0):
-                mine = y[touched]  # only the constraints the shard touches travel
+            if touched is None:  # the first shard's columns are the constraints themselves
+                mine = y
+            else:
+                with shards.on(0):
+                    gathered = y[touched]  # only the constraints the shard touches travel
+                mine = shards.from_first(s, gathered)
             kernels = shards.kernels[s]
-            values = kernels.csr_matmul(At, shards.from_first(s, mine))
+            values = kernels.csr_matmul(At, mine)
             return tuple(None if g is None else kernels.gather_values(values, g, weight) for g in gather)
         return shards.each(part, self._At, self._touched_first, self._gather)
 
