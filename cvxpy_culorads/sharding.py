@@ -529,9 +529,9 @@ def _whole(key, n: int) -> bool:
 def _copy_to_current(array, out=None):
     """A C-contiguous CuPy array on the current device: the array itself when it lives there and no ``out`` is given,
     else a copy (a peer copy from another device) into ``out`` or new memory, queued in stream order without the host
-    waiting: the current stream waits for the work queued on the
-    array's device, and that device's stream then waits for the copy, so that memory freed there after this call is
-    not handed to new work before the copy has read it (the pool reuses a freed block in its own stream's order)."""
+    waiting: the current stream waits for the work queued on the array's device, and that device's stream then waits
+    for the copy, so that memory freed there after this call is not handed to new work before the copy has read it
+    (the pool reuses a freed block in its own stream's order)."""
     import cupy
     if array.device.id == cupy.cuda.Device().id:
         if out is None:

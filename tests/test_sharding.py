@@ -232,6 +232,24 @@ def test_conjugate_gradients_on_split_rows_are_the_whole_arrays_ones(k, device):
     np.testing.assert_allclose(shards.to_host(got), B / (1.0 + w), rtol=1e-8)
 
 
+@pytest.mark.parametrize("k", [2, 3])
+def test_split_phase_one_and_two_steps_are_the_one_device_steps(k, device):
+    problem = _completion(600, 20000, seed=2)
+    for steps in (5, 40, 57):  # phase I, then into phase II (after 54 ALM steps), and each measurement
+        one = solve(problem, device=device, max_iter=steps)
+        split = solve(problem, device=device, devices=k, max_iter=steps)
+        assert split.iterations == one.iterations and (split.iterations["admm"] > 0) == (steps == 57)
+        assert np.abs(split.factors[0] - one.factors[0]).max() <= 1e-9 * np.abs(one.factors[0]).max()
+        assert split.primal_objective == pytest.approx(one.primal_objective, rel=1e-12)
+        np.testing.assert_allclose(split.dual, one.dual, rtol=1e-8, atol=1e-10 * np.abs(one.dual).max())
+
+
+def test_constraints_off_the_diagonal_keep_the_given_order():
+    # the renumbering is chosen from C's pattern, which says nothing of completion's constraints (C = I / 2)
+    assert RowOrder.of(_completion(600, 12000, seed=1), Settings(devices=2, shard_order="rcm")) is None
+    assert RowOrder.of(_weighted_diagonals(1100, seed=3), Settings(devices=2, shard_order="rcm")) is not None
+
+
 def _completion_bound(problem: SDPProblem, result) -> float:
     """The certified bound of completion from the returned multipliers, recomputed densely: C = I/2 gives
     tr X = 2 <C, X>, so <C, X> = b'y + <C - A*(y), X> >= b'y + lambda_min (2 <C, X>) for every feasible X."""
