@@ -1210,8 +1210,9 @@ def _namespace(array):
 
 
 class ShardedBlockOperator(_ShardedOperator):
-    """The operator of a one-block problem with any constraints on the block (matrix completion, Lovasz theta, MaxCut
-    solved by the ALM), split over the shards of a :class:`ShardedBackend` for phases I and II and the measurements.
+    """The operator of a one-block problem with any constraints on the block (matrix completion, MaxCut by phases I and
+    II, edge constraints with a trace constraint), split over the shards of a :class:`ShardedBackend` for phases I and
+    II and the measurements.
 
     Each shard keeps, built on its device from the coordinates of A:
     - its rows of the pattern of A*(y) as a :class:`ShardedMatrix` ``S`` (own columns and halo), whose values come
