@@ -1191,22 +1191,13 @@ class ShardedSpheresOperator(_ShardedOperator):
                                 diagonal, parts)
 
 
-def position_owner(rows, cols, bounds):
-    """The shard that samples each position (rows >= cols, arrays of one namespace; ``bounds`` of that namespace
-    too): that of its row or of its column, alternately by the parity of row + col, so that the positions between
-    two shards (on a bipartite pattern such as completion's, all of them) are shared between both."""
-    xp = _namespace(rows)
+def position_owner(rows, cols, bounds, xp=np):
+    """The shard that samples each position (rows >= cols and ``bounds``, arrays of ``xp``): that of its row or of
+    its column, alternately by the parity of row + col, so that the positions between two shards (on a bipartite
+    pattern such as completion's, all of them) are shared between both."""
     row_shard = xp.searchsorted(bounds, rows, side="right") - 1
     col_shard = xp.searchsorted(bounds, cols, side="right") - 1
     return xp.where((rows + cols) % 2 == 0, row_shard, col_shard)
-
-
-def _namespace(array):
-    """NumPy for a NumPy array, else CuPy."""
-    if isinstance(array, np.ndarray):
-        return np
-    import cupy
-    return cupy
 
 
 class ShardedBlockOperator(_ShardedOperator):
@@ -1250,7 +1241,7 @@ class ShardedBlockOperator(_ShardedOperator):
                 for part, values in zip(adjoint, ((row[lower] - lo, col[mirrored] - lo), (col[lower], row[mirrored]),
                                                   (con[lower], con[mirrored]), (val[lower], val[mirrored]))):
                     part.extend(values)
-                mine = position_owner(row, col, bounds) == s
+                mine = position_owner(row, col, bounds, xp) == s
                 fold = xp.where(row[mine] == col[mine], 1.0, 2.0)  # A_i's off-diagonal entries count twice in <A_i, X>
                 for part, values in zip(sampled, (con[mine], row[mine], col[mine], val[mine] * fold / row_scale)):
                     part.append(values)
@@ -1288,10 +1279,13 @@ class ShardedBlockOperator(_ShardedOperator):
         with shards.on(0):  # the constraints each shard touches and samples, where the constraint space lives
             self._touched_first = [None if t is None else shards.to_first(t) for t in touched]
             self._owned_first = [shards.to_first(o) for o in owned]
-        # the dual slack's halo: the rows C's or A*(y)'s entries reference, and each part's columns in it
+        # the dual slack's halo: the rows C's or A*(y)'s entries reference, and where each part's halo rows lie in it
         self._slack_rows = [np.union1d(c, a) for c, a in zip(self.C.exchange.halo_rows, halo_rows)]
         self._slack_exchange = (self.S.exchange if not any(c.size for c in self.C.exchange.halo_rows)
                                 else HaloExchange(shards, self._slack_rows))
+        self._slack_columns = shards.each(lambda s, union, c, a: tuple(xp.asarray(np.searchsorted(union, rows))
+                                                                       for rows in (c, a)),
+                                          self._slack_rows, self.C.exchange.halo_rows, halo_rows)
 
     # ------------------------------------------------------------------ forward operator
     def _extended_rows(self, V) -> list:
@@ -1372,14 +1366,14 @@ class ShardedBlockOperator(_ShardedOperator):
             own = (c_own + a_own).tocsr()
             if c_halo is None or a_halo is None:  # the union is the other part's halo
                 return own, a_halo if c_halo is None else c_halo
-            size, rows = c_own.shape[0], self._slack_rows[s]
             pieces = []
-            for part, halo_rows in ((c_halo, self.C.exchange.halo_rows[s]), (a_halo, self.S.exchange.halo_rows[s])):
+            for part, in_union in zip((c_halo, a_halo), self._slack_columns[s]):
                 coo = part.matrix.tocoo()
                 local = coo.row if part.rows is None else part.rows[coo.row]
-                pieces.append((local, xp.asarray(np.searchsorted(rows, halo_rows))[coo.col], coo.data))
+                pieces.append((local, in_union[coo.col], coo.data))
             local, columns, values = (xp.concatenate(p) for p in zip(*pieces))
-            matrix = base.sparse.coo_matrix((values, (local, columns)), shape=(size, rows.size)).tocsr()
+            shape = (c_own.shape[0], self._slack_rows[s].size)
+            matrix = base.sparse.coo_matrix((values, (local, columns)), shape=shape).tocsr()
             matrix.sum_duplicates()  # an entry of both C and A*(y) becomes one
             return own, HaloPart(matrix)
         own, halo = zip(*self.shards.each(parts, self.C.own, adjoint.own, self.C.halo, adjoint.halo))
