@@ -393,7 +393,7 @@ class ALMPhase:
         new_ranks = [min(int(math.ceil(growth * r)), r_max) for r, r_max in zip(ranks, self.max_ranks)]
         if new_ranks == ranks:
             return None
-        if not widening_fits(self.backend, self.op.layout.n_rows, max(ranks), max(new_ranks)):
+        if not widening_fits(self.backend, self.op.layout, max(ranks), max(new_ranks)):
             self.growth_skipped = True
             return None
         return new_ranks

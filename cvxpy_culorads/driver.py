@@ -769,7 +769,7 @@ def _escape_directions(run: _Run, evaluation: _Evaluation):
     if all(d is None for d in directions):
         return None
     ranks = run.state.ranks
-    if not widening_fits(run.backend, run.op.layout.n_rows, max(ranks), max(_escape_ranks(run, directions))):
+    if not widening_fits(run.backend, run.op.layout, max(ranks), max(_escape_ranks(run, directions))):
         run.say(MEMORY_BOUND_MESSAGE)
         return None
     return directions

@@ -10,9 +10,9 @@ import math
 
 import numpy as np
 
-__all__ = ["DENSE_LIMIT", "fitting_rank", "estimate_device_bytes", "widening_fits", "affordable_lanczos_steps",
-           "deflation_fits", "route_entries", "interior_point_routes", "interior_point_work_bytes",
-           "interior_point_fits"]
+__all__ = ["DENSE_LIMIT", "fitting_rank", "estimate_device_bytes", "widening_fits", "certificate_reserve",
+           "affordable_lanczos_steps", "deflation_fits", "route_entries", "interior_point_routes",
+           "interior_point_work_bytes", "interior_point_fits"]
 
 # n_rows x r arrays held at once in the phases, counting CuPy's pool: factor, gradient, step, L-BFGS pairs, C R,
 # C D (phase I); U, V, CG vectors (phase II). Measured at n = 1e8, rank 5 (pool growth over the phase, H200): 13 in
@@ -51,14 +51,25 @@ def estimate_device_bytes(problem, layout, rank: int) -> int:
     return int(POOL_MARGIN * max(build, operator + factors))
 
 
-def widening_fits(backend, n_rows: int, old_width: int, new_width: int) -> bool:
-    """Whether the phases' factor arrays fit at ``new_width`` columns in the device memory still free plus the
-    factor's own (``old_width`` columns, which the wider factor replaces); always on the CPU. The arrays the
-    phases held at the old width are not counted as free: between phases most are released, and a wider factor
-    that would fit only by reusing them ran the H100 out of memory (sparse MaxCut n = 1e7, rank 65 -> 98). A rank
-    increase that would not fit is skipped instead of failing inside CUDA."""
+def widening_fits(backend, layout, old_width: int, new_width: int) -> bool:
+    """Whether the phases' factor arrays fit at ``new_width`` columns beside the certificates' shortest Lanczos
+    cycle (``certificate_reserve``) in the device memory still free plus the factor's own (``old_width`` columns,
+    which the wider factor replaces); always on the CPU. The arrays the phases held at the old width are not counted
+    as free: between phases most are released, and a wider factor that would fit only by reusing them ran the H100
+    out of memory (sparse MaxCut n = 1e7, rank 65 -> 98). Without the reserve, the torus of n = 1e8 escaped from 5
+    to 8 columns on one H200 and its next measurement ran out of memory. A rank increase that would not fit is
+    skipped instead of failing inside CUDA."""
     free = backend.free_memory()
-    return free is None or POOL_MARGIN * _factor_arrays_bytes(n_rows, new_width) <= free + 8 * n_rows * old_width
+    n_rows = layout.n_rows
+    need = POOL_MARGIN * _factor_arrays_bytes(n_rows, new_width) + certificate_reserve(layout)
+    return free is None or need <= free + 8 * n_rows * old_width
+
+
+def certificate_reserve(layout) -> float:
+    """Bytes the certificates' shortest Lanczos cycle needs on the largest block that takes Lanczos (zero where
+    every block gets a dense eigen-decomposition)."""
+    large = [n for n in layout.sizes if n > DENSE_LIMIT]
+    return MIN_LANCZOS_STEPS * _lanczos_step_bytes(max(large, default=0))
 
 
 def fitting_rank(problem, layout, rank: int, narrowest: int, backend) -> int:
@@ -70,8 +81,7 @@ def fitting_rank(problem, layout, rank: int, narrowest: int, backend) -> int:
     free = backend.free_memory()
     if free is None or estimate_device_bytes(problem, layout, rank) <= free:
         return rank
-    large = [n for n in layout.sizes if n > DENSE_LIMIT]
-    room = free - MIN_LANCZOS_STEPS * _lanczos_step_bytes(max(large, default=0))
+    room = free - certificate_reserve(layout)
     low, high = narrowest - 1, rank  # the widest r in [narrowest, rank) with estimate(r) <= room, if any
     while high - low > 1:
         middle = (low + high) // 2

@@ -138,6 +138,24 @@ def test_no_rank_growth_without_device_memory_for_it(monkeypatch, capsys):
     assert max(result.errors.as_dict().values()) > 1e-5
 
 
+@pytest.mark.parametrize("n, reserved", [(1500, True), (600, False)])
+def test_a_wider_factor_leaves_room_for_the_certificates_shortest_lanczos_cycle(monkeypatch, n, reserved):
+    from cvxpy_culorads.layout import BlockLayout
+    from cvxpy_culorads.memory import FACTOR_ARRAYS, MIN_LANCZOS_STEPS, POOL_MARGIN, widening_fits
+
+    layout = BlockLayout.of(random_maxcut(n, 3.0 / n, seed=1)[0])
+    old, new = 4, 6
+    arrays = POOL_MARGIN * FACTOR_ARRAYS * 8 * n * new - 8 * n * old  # the wider phases' arrays, less the factor
+    lanczos = MIN_LANCZOS_STEPS * 8 * n * 4 / 3  # 20 basis vectors and the Ritz vectors a restart keeps
+    backend = select_backend("cpu")
+    monkeypatch.setattr(Backend, "free_memory", lambda self: arrays + 1.0)
+    assert widening_fits(backend, layout, old, new) is not reserved  # a block of order <= 1000 is decomposed densely
+    monkeypatch.setattr(Backend, "free_memory", lambda self: arrays + lanczos + 1.0)
+    assert widening_fits(backend, layout, old, new)
+    monkeypatch.setattr(Backend, "free_memory", lambda self: arrays + lanczos - 1.0)
+    assert widening_fits(backend, layout, old, new) is not reserved
+
+
 def test_admm_reaches_tol_from_the_alm_point():
     problem, _ = random_maxcut(40, 0.3, seed=5)
     run = _run_for(problem)
