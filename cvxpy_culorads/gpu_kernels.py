@@ -1183,8 +1183,9 @@ class GpuKernels(RowSpace):
 
     @staticmethod
     def scatter_add(out, index, values):
-        """out[index] += values in place (atomic adds: repeated indices add up)."""
-        cupyx.scatter_add(out, index, values)
+        """out[index] += values in place (atomic adds: repeated indices add up; CuPy 14 deprecates
+        ``cupyx.scatter_add`` for this)."""
+        cupy.add.at(out, index, values)
 
     @staticmethod
     def gather_rows(V, index, dtype):
