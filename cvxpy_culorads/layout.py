@@ -35,12 +35,13 @@ Without such terms every array is exactly as above.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
 
-from .hostpasses import map_chunks
+from .hostpasses import map_chunks, strictly_increasing
 from .kernels import kernels_for
 from .state import initial_rows, widen_factor
 
@@ -87,14 +88,27 @@ def _folded_squares(rows, cols, vals) -> np.ndarray:
 
 
 def constraint_squares(cons, rows, cols, vals, m: int) -> np.ndarray:
-    """||A_i||_F^2 per constraint from its lower-triangle coordinates (host arrays; off-diagonals count twice)."""
-    return np.bincount(cons, _folded_squares(rows, cols, vals), minlength=m)
+    """||A_i||_F^2 per constraint from its lower-triangle coordinates (host arrays; off-diagonals count twice).
+    Where the constraints are 0..m-1 with one coordinate each (completion's), the folded squares are the answer
+    (NumPy's bincount of 6e8 entries took 2 s on one core)."""
+    folded = _folded_squares(rows, cols, vals)
+    if cons.size == m and strictly_increasing(cons):
+        return folded
+    return np.bincount(cons, folded, minlength=m)
 
 
 def median_row_norm(squares: np.ndarray) -> float:
     """The median of the nonzero row norms whose squares are given (1 when all are zero): the scalar by which the
-    operators divide A and b (``CompressedOperator``)."""
-    return float(np.median(np.sqrt(squares[squares > 0]))) if np.any(squares > 0) else 1.0
+    operators divide A and b (``CompressedOperator``). A chunked pass first: where the positive squares are all
+    equal (completion's, MaxCut's) their root is the median, and NumPy's partial sort of 6e8 took 3 s."""
+    def extremes(s):
+        positive = squares[s][squares[s] > 0]
+        return (float(positive.min()), float(positive.max())) if positive.size else (math.inf, 0.0)
+    found = map_chunks(extremes, squares.size)
+    low, high = min((e[0] for e in found), default=math.inf), max((e[1] for e in found), default=0.0)
+    if high == 0.0:
+        return 1.0
+    return math.sqrt(low) if low == high else float(np.median(np.sqrt(squares[squares > 0])))
 
 
 def index_type_for(largest: int):

@@ -1280,7 +1280,9 @@ class ShardedBlockOperator(_ShardedOperator):
             self._touched_first = [None if t is None else shards.to_first(t) for t in touched]
             self._owned_first = [shards.to_first(o) for o in owned]
         # the dual slack's halo: the rows C's or A*(y)'s entries reference, and where each part's halo rows lie in it
-        self._slack_rows = [np.union1d(c, a) for c, a in zip(self.C.exchange.halo_rows, halo_rows)]
+        # (np.union1d hashes: 17.7 s for completion's two halos of 1e7 rows, m = 6e8 on 2 x H200)
+        self._slack_rows = [(a if not c.size else c if not a.size else sorted_unique(np, np.concatenate((c, a))))
+                            for c, a in zip(self.C.exchange.halo_rows, halo_rows)]
         self._slack_exchange = (self.S.exchange if not any(c.size for c in self.C.exchange.halo_rows)
                                 else HaloExchange(shards, self._slack_rows))
         self._slack_columns = shards.each(lambda s, union, c, a: tuple(xp.asarray(np.searchsorted(union, rows))

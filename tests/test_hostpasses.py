@@ -107,3 +107,24 @@ def test_device_arrays_reach_the_host_together():
 def test_the_median_of_magnitudes_in_chunks(values, monkeypatch):
     monkeypatch.setattr(hostpasses, "CHUNK", 2)
     assert hostpasses.abs_median(np.asarray(values)) == np.median(np.abs(values))
+
+
+@pytest.mark.parametrize("squares", [[0.5, 0.5, 0.5, 0.5, 0.5], [0.0, 2.0, 0.0, 2.0, 2.0], [0.0, 0.0, 0.0],
+                                     [1.0, 4.0, 0.0, 9.0, 4.0, 0.0, 2.0], [3.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 3.0]])
+def test_the_median_row_norm_in_chunks_is_numpys(squares, monkeypatch):
+    from cvxpy_culorads.layout import median_row_norm
+    monkeypatch.setattr(hostpasses, "CHUNK", 2)  # chunks with no positive square among them
+    x = np.asarray(squares)
+    assert median_row_norm(x) == (float(np.median(np.sqrt(x[x > 0]))) if np.any(x > 0) else 1.0)
+
+
+@pytest.mark.parametrize("cons", [[0, 1, 2, 3, 4], [0, 0, 1, 3, 4], [4, 3, 2, 1, 0]])
+def test_constraint_squares_of_one_coordinate_per_constraint_are_bincounts(cons, monkeypatch):
+    from cvxpy_culorads.layout import constraint_squares
+    monkeypatch.setattr(hostpasses, "CHUNK", 2)
+    cons, rows, cols = np.asarray(cons), np.array([3, 4, 5, 6, 7]), np.array([0, 1, 5, 3, 3])
+    vals = -np.arange(1.0, 6.0)
+    expected = np.bincount(cons, np.where(rows == cols, 1.0, 2.0) * vals ** 2, minlength=6)
+    assert np.array_equal(constraint_squares(cons, rows, cols, vals, 6), expected)
+    if cons.size == 5 and np.all(np.diff(cons) > 0):
+        assert np.array_equal(constraint_squares(cons, rows, cols, vals, 5), expected[:5])
