@@ -88,6 +88,8 @@ def test_what_the_host_derives_from_the_data_does_not_depend_on_the_chunks(index
     assert norms.C_1 == pytest.approx(sum(np.abs(C).sum() for C in dense) + np.abs(problem.c_lp).sum(),
                                            rel=1e-12)
     assert norms.b_2 == pytest.approx(np.linalg.norm(problem.b), rel=1e-13)
+    # the constraints touching each block, counted without the bincount where they increase
+    assert BlockLayout.of(problem).constraints_touching == tuple(np.unique(c.con).size for c in problem.A_coords)
 
 
 @pytest.mark.skipif(not gpu_available(), reason="no CuPy/GPU")
