@@ -846,6 +846,12 @@ _CG_STEP = cupy.ElementwiseKernel(
 _CG_DIRECTION = cupy.ElementwiseKernel(
     "raw float64 rr_new, raw float64 rr, float64 r", "float64 p",
     "p = __dadd_rn(__dmul_rn(p, rr[0] > 0.0 ? rr_new[0] / rr[0] : 0.0), r);", "culorads_cg_direction")
+# a thread per row: the rows are short (r float64) and consecutive, so a warp's reads share cache lines
+_ROW_DOTS = cupy.ElementwiseKernel(
+    "raw float64 u, raw float64 v, int64 width", "float64 out",
+    "const long long base = i * width; double s = 0.0;"
+    "for (long long j = 0; j < width; ++j) s += u[base + j] * v[base + j];"
+    "out = s;", "culorads_row_dots")
 _SUBTRACT_ALONG = cupy.ElementwiseKernel(
     "raw float64 c, float64 r", "float64 z", "z = z - c[0] * r;", "culorads_subtract_along")
 _DIVIDE_BY = cupy.ElementwiseKernel(
@@ -1032,8 +1038,16 @@ def _row_arrays(X, *others):
     for A in (X, *others):
         if not isinstance(A, cupy.ndarray) or A.dtype != np.float64 or not A.flags.c_contiguous \
                 or A.shape != X.shape or A.ndim != 2:
-            raise ValueError("the sphere kernels take C-contiguous float64 cupy arrays of one (n x r) shape")
+            raise ValueError("the row kernels take C-contiguous float64 cupy arrays of one (n x r) shape")
     return X.shape
+
+
+def row_dots(U, V):
+    """:meth:`GpuKernels.row_dots` in one pass (``einsum`` over the rows took 16 ms for 5e7 x 5 on an H200)."""
+    U, V = cupy.ascontiguousarray(U), cupy.ascontiguousarray(V)
+    n, r = _row_arrays(U, V)
+    out = cupy.empty(n)
+    return _ROW_DOTS(U, V, np.int64(r), out) if n else out
 
 
 def sphere_tangent(Z, X, squares, scale, out):
@@ -1210,6 +1224,11 @@ class GpuKernels(RowSpace):
     def cg_direction(p, r, rr_new, rr):
         """p = (rr_new / rr) p + r in place."""
         _CG_DIRECTION(rr_new, rr, r, p)
+
+    @staticmethod
+    def row_dots(U, V):
+        """u_i . v_i for every row i (C-contiguous float64 of one n x r shape)."""
+        return row_dots(U, V)
 
     @staticmethod
     def sphere_tangent(Z, X, squares, scale, out):

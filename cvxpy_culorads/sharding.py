@@ -1131,10 +1131,8 @@ class ShardedSpheresOperator(_ShardedOperator):
     # ------------------------------------------------------------------ forward operator
     def sample(self, U, V=None):
         """sym(U V') on the diagonal: the row dots u_j . v_j, shard by shard."""
-        xp = self.backend.xp
-        if V is None:
-            return self.shards.map(lambda s, u: xp.einsum("ij,ij->i", u, u), U)
-        return self.shards.map(lambda s, u, v: xp.einsum("ij,ij->i", u, v), U, V)
+        kernels = self.shards.kernels
+        return self.shards.map(lambda s, u, v: kernels[s].row_dots(u, v), U, U if V is None else V)
 
     def constraints(self, w):
         """A(X) from :meth:`sample`'s values, as one m-vector on the first device."""

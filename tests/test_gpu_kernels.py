@@ -526,6 +526,17 @@ def test_lanczos_cycles_on_the_gpu_match_the_numpy_run(deflated, replayed, monke
     assert len(recordings) == (2 if replayed else 0) and all(recordings)
 
 
+@pytest.mark.parametrize("n, r", [(0, 3), (1, 1), (1000, 5), (777, 64), (300, 130)])
+def test_row_dots_match_the_numpy_rows(n, r):
+    rng = np.random.default_rng(n + r)
+    U, V = rng.standard_normal((n, r)), rng.standard_normal((n, r))
+    ref = CpuKernels.row_dots(U, V)
+    assert ref.shape == (n,) and np.allclose(ref, (U * V).sum(axis=1), rtol=1e-13, atol=1e-13)
+    for u, v in ((cp.asarray(U), cp.asarray(V)), (cp.asfortranarray(cp.asarray(U)), cp.asarray(V))):
+        out = cp.asnumpy(GpuKernels.row_dots(u, v))
+        assert out.shape == (n,) and np.allclose(out, ref, rtol=1e-13, atol=1e-12 * max(r, 1))
+
+
 @pytest.mark.parametrize("r", [1, 3, 8, 33, 70])
 def test_sphere_row_kernels_match_the_numpy_rows(r):
     rng = np.random.default_rng(r)
