@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-__all__ = ["CHUNK", "map_chunks", "map_items", "abs_max", "abs_median", "abs_sum", "squares_sum",
+__all__ = ["CHUNK", "map_chunks", "map_items", "extremes", "abs_max", "abs_median", "abs_sum", "squares_sum",
            "strictly_increasing", "holds_anywhere"]
 
 CHUNK = 1 << 20  # entries per task: 8 MB of float64, small enough for the caches, large beside a task's overhead
@@ -61,15 +61,21 @@ def abs_sum(x: np.ndarray) -> float:
     return float(sum(map_chunks(lambda s: float(np.abs(x[s]).sum()), x.size)))
 
 
+def extremes(values, size: int) -> tuple[float, float]:
+    """(min, max) of the entries ``values(s)`` gives for the chunks s of range(size); (inf, -inf) where there are
+    none. A median that the entries' being all equal decides needs no partial sort (``abs_median``)."""
+    def chunk(s):
+        v = values(s)
+        return (float(v.min()), float(v.max())) if v.size else (np.inf, -np.inf)
+    found = map_chunks(chunk, size)
+    return min((low for low, _ in found), default=np.inf), max((high for _, high in found), default=-np.inf)
+
+
 def abs_median(x: np.ndarray) -> float:
     """The median of |x_i| (x not empty): a chunked pass when every |x_i| is the same (MaxCut's coefficients; the
     partial sort of 10^8 entries took 0.4 s), else NumPy's median."""
-    def extremes(s):
-        magnitudes = np.abs(x[s])
-        return float(magnitudes.min()), float(magnitudes.max())
-    found = map_chunks(extremes, x.size)
-    smallest = min(low for low, _ in found)
-    return smallest if smallest == max(high for _, high in found) else float(np.median(np.abs(x)))
+    low, high = extremes(lambda s: np.abs(x[s]), x.size)
+    return low if low == high else float(np.median(np.abs(x)))
 
 
 def squares_sum(x: np.ndarray) -> float:

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from .hostpasses import map_chunks, strictly_increasing
+from .hostpasses import extremes, map_chunks, strictly_increasing
 from .kernels import kernels_for
 from .state import initial_rows, widen_factor
 
@@ -103,12 +103,8 @@ def median_row_norm(squares: np.ndarray) -> float:
     """The median of the nonzero row norms whose squares are given (1 when all are zero): the scalar by which the
     operators divide A and b (``CompressedOperator``). A chunked pass first: where the positive squares are all
     equal (completion's, MaxCut's) their root is the median, and NumPy's partial sort of 6e8 took 3 s."""
-    def extremes(s):
-        positive = squares[s][squares[s] > 0]
-        return (float(positive.min()), float(positive.max())) if positive.size else (math.inf, 0.0)
-    found = map_chunks(extremes, squares.size)
-    low, high = min((e[0] for e in found), default=math.inf), max((e[1] for e in found), default=0.0)
-    if high == 0.0:
+    low, high = extremes(lambda s: squares[s][squares[s] > 0], squares.size)
+    if low > high:  # no positive square
         return 1.0
     return math.sqrt(low) if low == high else float(np.median(np.sqrt(squares[squares > 0])))
 
