@@ -16,7 +16,7 @@ from types import ModuleType
 import numpy as np
 import scipy.sparse
 
-from .hostpasses import map_items
+from .hostpasses import map_chunks, on_own_threads
 
 __all__ = ["Backend", "available_devices", "copy_to_host", "gpu_available", "requested_device",
            "select_backend"]
@@ -88,13 +88,19 @@ class Backend:
         return f"gpu ({name}, CuPy {self.xp.__version__})"
 
 
+STAGE_BYTES = 64 << 20  # a pinned staging buffer of copy_to_host; each array copied takes two
+
+
 def copy_to_host(pairs) -> None:
-    """Copies each (CuPy array, NumPy array of its shape) pair's device array into the host array, the pairs at once
-    on the host's thread pool (``hostpasses``): a copy into pageable memory goes through a staging buffer and the
-    host's own copy, and arrays of different devices then share neither (2 x H200, the halves of a 4 GB factor:
-    0.69-0.85 s against 1.33-1.55 one after the other; one GPU's 4 GB in 64 MB pieces on the threads took 1.36 s
-    against 1.21 in one, so an array goes whole). Each copy is queued on the stream that is current for its array's
-    device here, after the work that wrote the array."""
+    """Copies each (CuPy array, NumPy array of its shape) pair's device array into the host array, each pair on a
+    thread of its own, queued on the stream current for its array's device here (after the work that wrote it).
+
+    A copy into fresh pageable memory has the driver map and fill the pages on one thread: 4 GB took 1.26-1.70 s
+    from one H200 (two devices' halves at once 0.76-0.83 s; one device's pieces on several threads were no faster,
+    as its pageable copies share one staging buffer). So an array larger than a staging buffer goes through two
+    pinned ones of ``STAGE_BYTES`` (CuPy's pinned pool keeps them for the next copy): the device fills one while the
+    host's pool of threads copies the other into place, mapping the pages in parallel: 0.15-0.36 s for the 4 GB,
+    0.19-0.26 s for the two halves (``benchmarks/results/h200x2_e8cbe90/``)."""
     import cupy
     streams = []
     for device_array, _ in pairs:
@@ -104,12 +110,40 @@ def copy_to_host(pairs) -> None:
     def copy(pair_and_stream):
         (device_array, host), stream = pair_and_stream
         with device_array.device:
-            if host.flags.c_contiguous and device_array.flags.c_contiguous:
+            contiguous = host.flags.c_contiguous and device_array.flags.c_contiguous
+            if contiguous and device_array.nbytes > STAGE_BYTES:
+                _staged_copy(device_array.reshape(-1), host.reshape(-1), stream)
+            elif contiguous:
                 device_array.get(stream=stream, out=host)
             else:
                 host[...] = device_array.get(stream=stream)
 
-    map_items(copy, zip(pairs, streams))
+    on_own_threads(copy, zip(pairs, streams))
+
+
+def _staged_copy(source, target: np.ndarray, stream) -> None:
+    """The flat contiguous device array ``source`` into the flat host array ``target`` through two pinned buffers."""
+    import cupyx
+    piece = max(1, STAGE_BYTES // source.itemsize)
+    buffers = [cupyx.empty_pinned(piece, source.dtype) for _ in range(2)]
+    starts = range(0, source.size, piece)
+    done = []
+
+    def queue(i):
+        lo = starts[i]
+        hi = min(lo + piece, source.size)
+        source[lo:hi].get(stream=stream, out=buffers[i % 2][:hi - lo], blocking=False)
+        done.append(stream.record())
+
+    for i in range(min(2, len(starts))):
+        queue(i)
+    for i, lo in enumerate(starts):
+        done[i].synchronize()
+        staged = buffers[i % 2]
+        map_chunks(lambda s, lo=lo, staged=staged: np.copyto(target[lo + s.start:lo + s.stop], staged[s]),
+                   min(piece, source.size - lo))
+        if i + 2 < len(starts):
+            queue(i + 2)
 
 
 @functools.lru_cache(maxsize=1)

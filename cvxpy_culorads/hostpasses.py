@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-__all__ = ["CHUNK", "map_chunks", "map_items", "extremes", "abs_max", "abs_median", "abs_sum", "squares_sum",
+__all__ = ["CHUNK", "map_chunks", "on_own_threads", "extremes", "abs_max", "abs_median", "abs_sum", "squares_sum",
            "strictly_increasing", "holds_anywhere"]
 
 CHUNK = 1 << 20  # entries per task: 8 MB of float64, small enough for the caches, large beside a task's overhead
@@ -43,12 +43,14 @@ def map_chunks(function, size: int) -> list:
     return list(_pool().map(function, slices))
 
 
-def map_items(function, items) -> list:
-    """[function(item) for item in items], in order, on the pool."""
+def on_own_threads(function, items) -> list:
+    """[function(item) for item in items], in order, each on a thread of its own: for work that itself waits for the
+    pool's chunks (on the pool, such work could take every worker and wait for chunks that none is left to run)."""
     items = list(items)
     if len(items) <= 1:
         return [function(item) for item in items]
-    return list(_pool().map(function, items))
+    with ThreadPoolExecutor(max_workers=len(items), thread_name_prefix="hostpasses-own") as own:
+        return list(own.map(function, items))
 
 
 def abs_max(x: np.ndarray) -> float:

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -37,7 +36,7 @@ import scipy.sparse as sp
 from scipy.sparse.csgraph import reverse_cuthill_mckee
 
 from .backend import Backend, copy_to_host, gpu_available, select_backend
-from .hostpasses import abs_median, holds_anywhere, map_chunks, strictly_increasing
+from .hostpasses import abs_median, holds_anywhere, map_chunks, on_own_threads, strictly_increasing
 from .kernels import LINE_SEARCH_ROW_SCALARS, CpuKernels, hashed_uniform, kernels_for, symmetric_from_upper
 from .layout import (
     absolute_row_sums,
@@ -63,12 +62,13 @@ SHARDED_PROBLEMS_MESSAGE = ("devices > 1 solves, for now, problems of one PSD bl
 HALO_SHARE_KEPT = 0.1  # shard_order="auto" keeps the given order while each shard's halo is within this share of it
 COMPRESSED_HALO_ROWS = 0.5  # a halo part keeps only its rows with entries when they are fewer (``HaloPart``)
 BUILD_CHUNK = 1 << 25  # coordinates (24 bytes each) moved to a device at a time while its shard's rows are picked
+BOUND_BUCKETS = 1 << 12  # runs of rows whose entries the shards' bounds are first found among (``symmetric_bounds``)
 
 
-def shard_bounds(row_counts, k: int, xp=np) -> np.ndarray:
-    """The bounds (on the host) of k shards of the rows of a matrix with ``row_counts`` entries per row (an array of
-    ``xp``): rows plus nonzeros balanced."""
-    return balanced_bounds(1.0 + row_counts, k, xp)
+def shard_bounds(row_counts, k: int) -> np.ndarray:
+    """The bounds of k shards of the rows of a matrix with ``row_counts`` entries per row: rows plus nonzeros
+    balanced."""
+    return balanced_bounds(1.0 + np.asarray(row_counts), k)
 
 
 def halo_of(C, lo: int, hi: int) -> np.ndarray:
@@ -97,7 +97,7 @@ def coordinate_halo_share(coords, n: int, k: int) -> float:
     references elsewhere, set in chunks on the host's pool of threads, and no matrix is built (the check of a given
     order that ``shard_order="auto"`` keeps, as a geometric or grid graph's numbering is, costs that only)."""
     rows, cols, _ = coords
-    bounds = shard_bounds(symmetric_row_counts(rows, cols, n), k)
+    bounds = symmetric_bounds([(rows, cols)], n, k)
     referenced = np.zeros((k, n), dtype=bool)
 
     def mark(s):
@@ -202,16 +202,58 @@ def _predicted_halo_share(C, k: int, enough: float = math.inf) -> float:
     return 0.0 if 2 * reached < n else 2.0 * largest * k / n
 
 
-def symmetric_row_counts(rows: np.ndarray, cols: np.ndarray, n: int, xp=np):
-    """Entries per row of the symmetric n x n matrix whose lower triangle has the unique host coordinates (rows,
-    cols), counted with ``xp`` in chunks of ``BUILD_CHUNK`` (on a GPU: at n = 1e8 NumPy's two passes took 6 s of the
-    2 x H200 machine's host); an array of ``xp``."""
-    counts = xp.zeros(n, np.int64)
-    for start in range(0, rows.size, BUILD_CHUNK):
-        r, c = (xp.asarray(a[start:start + BUILD_CHUNK]) for a in (rows, cols))
-        counts += xp.bincount(r, minlength=n)
-        counts += xp.bincount(c[r != c], minlength=n)
-    return counts
+def symmetric_bounds(pairs, n: int, k: int, buckets: int = BOUND_BUCKETS) -> np.ndarray:
+    """:func:`shard_bounds` of the rows of the sum of the symmetric n x n matrices whose lower triangles have the
+    host coordinates ``pairs`` [(rows, cols), ...] (an entry counts in its row and, off the diagonal, in its column's),
+    without a count per row: one chunked pass on the host's pool of threads counts the entries in each of about
+    ``buckets`` runs of 2^j consecutive rows, and one more per bound counts the rows of the run it falls in. Rows that
+    do not decrease (C's coordinates) are counted by bisection instead. (Whole-array bincounts took 6 s of one core at
+    n = 1e8; counted on the GPUs, the coordinates' transfers took 0.8 s of a split solve's set-up.) The bounds are
+    those of :func:`shard_bounds`: the sums are exact integers."""
+    shift = max(0, (max(n, 1) - 1).bit_length() - max(buckets, 1).bit_length() + 1)
+    starts = np.minimum(np.arange(((max(n, 1) - 1) >> shift) + 2, dtype=np.int64) << shift, n)
+    sorted_rows = [bool(all(map_chunks(lambda s, r=rows: bool(np.all(r[s.start + 1:s.stop + 1] >= r[s])),
+                                       max(rows.size - 1, 0)))) for rows, _ in pairs]
+    cumulative = starts + np.concatenate([[0], np.cumsum(_run_counts(pairs, sorted_rows, starts, shift, n))])
+    targets = float(cumulative[-1]) * np.arange(1, k) / k
+    bounds = [0]
+    for target in targets:
+        run = int(np.searchsorted(cumulative, target, side="left"))  # the first run start at or past the target
+        if run == 0:
+            bounds.append(0)
+            continue
+        lo, hi = int(starts[run - 1]), int(starts[run])
+        rows_in_run = np.arange(lo, hi + 1, dtype=np.int64)
+        within = cumulative[run - 1] + np.concatenate(
+            [[0], np.cumsum(1 + _run_counts(pairs, sorted_rows, rows_in_run, 0, n))])
+        bounds.append(lo + int(np.searchsorted(within, target, side="left")))
+    return np.array(bounds + [n], dtype=np.int64)
+
+
+def _run_counts(pairs, sorted_rows, starts, shift: int, n: int) -> np.ndarray:
+    """The symmetric entries (see :func:`symmetric_bounds`) of an n x n matrix in the runs of rows
+    [starts[i], starts[i + 1]), each of 2^shift rows but the last; entries outside starts[0]..starts[-1] are left
+    out. Counted without compacting the arrays where the runs cover every row (the diagonal's column is moved to a
+    bin past the last), else after picking the few entries in the runs."""
+    lo, hi, runs = int(starts[0]), int(starts[-1]), starts.size - 1
+    whole, past = lo == 0 and hi == n, lo + (runs << shift)
+    total = np.zeros(runs, np.int64)
+    for (rows, cols), in_order in zip(pairs, sorted_rows):
+        if in_order:
+            total += np.diff(np.searchsorted(rows, starts))
+
+        def count(s, rows=rows, cols=cols, in_order=in_order):
+            r, c = rows[s], cols[s]
+            if whole:
+                parts = [np.where(r == c, past, c)] + ([] if in_order else [r])
+            else:
+                inside = (c >= lo) & (c < hi)
+                r_in, c_in = r[inside], c[inside]
+                parts = [c_in[r_in != c_in]] + ([] if in_order else [r[(r >= lo) & (r < hi)]])
+            return sum(np.bincount((x - lo) >> shift, minlength=runs + 1)[:runs] for x in parts)
+        for part in map_chunks(count, rows.size):
+            total += part
+    return total
 
 
 @dataclass(frozen=True)
@@ -313,15 +355,6 @@ def _shard_pieces(coords, lo: int, hi: int):
             yield rows[piece][picked], later[picked], vals[piece][picked]
 
 
-def _on_threads(function, count: int) -> list:
-    """[function(i) for i < count], each on a thread of its own, so that work for several devices overlaps (not on
-    the pool of ``hostpasses``, whose chunks ``function`` may wait for)."""
-    if count <= 1:
-        return [function(i) for i in range(count)]
-    with ThreadPoolExecutor(max_workers=count, thread_name_prefix="culorads-shard") as pool:
-        return list(pool.map(function, range(count)))
-
-
 def _inverse(order: np.ndarray) -> np.ndarray:
     inverse = np.empty_like(order)
     inverse[order] = np.arange(order.size)
@@ -334,14 +367,12 @@ def _renumbered(C, inverse: np.ndarray) -> sp.csr_array:
     return sp.csr_array((coo.data, (inverse[coo.row], inverse[coo.col])), shape=C.shape)
 
 
-def balanced_bounds(weights, k: int, xp=np) -> np.ndarray:
-    """Bounds 0 = b_0 <= ... <= b_k = n (on the host) of k contiguous ranges of about equal total ``weights`` (one per
-    row, an array of ``xp``: the sums stay where the weights are)."""
+def balanced_bounds(weights, k: int) -> np.ndarray:
+    """Bounds 0 = b_0 <= ... <= b_k = n of k contiguous ranges of about equal total ``weights`` (one per row)."""
     n = weights.size
-    cumulative = xp.concatenate([xp.zeros(1), xp.cumsum(weights, dtype=np.float64)])
+    cumulative = np.concatenate([[0.0], np.cumsum(weights, dtype=np.float64)])
     targets = float(cumulative[-1]) * np.arange(1, k) / k
-    inner = xp.searchsorted(cumulative, xp.asarray(targets), side="left")
-    inner = inner if xp is np else inner.get()
+    inner = np.searchsorted(cumulative, targets, side="left")
     return np.concatenate([[0], np.clip(inner, 0, n), [n]]).astype(np.int64)
 
 
@@ -955,26 +986,6 @@ class ShardedBackend:
     def synchronize(self) -> None:
         self._on_each(self.base.synchronize)
 
-    def symmetric_row_counts(self, rows, cols, n: int):
-        """:func:`symmetric_row_counts` on the first device, each device counting a slice of the coordinates at the
-        same time (the transfers of 3·10^8 coordinates to one device took 0.9 s of a split solve's set-up)."""
-        split = np.linspace(0, rows.size, self.count + 1).astype(np.int64)
-
-        def count(i):
-            with self._device(i):
-                part = slice(int(split[i]), int(split[i + 1]))
-                return symmetric_row_counts(rows[part], cols[part], n, self.xp)
-
-        parts = _on_threads(count, self.count)
-        total = parts[0]
-        for part in parts[1:]:
-            total += _copy_to_current(part) if self.is_gpu else part
-        return total
-
-    def _device(self, i: int):
-        """The context of device i (none on the CPU)."""
-        return self.xp.cuda.Device(self.device_ids[i]) if self.is_gpu else contextlib.nullcontext()
-
     def pool_bytes(self) -> int:
         """The largest memory pool of the devices (what has to fit on one)."""
         return max(self._on_each(self.base.pool_bytes))
@@ -1041,7 +1052,7 @@ class _ShardedOperator:
             with shards.on(s):
                 return (*shard_matrices(backend.base, coords, n, *shards.rows(s)), *build(s))
 
-        own, halo, halo_rows, *self._parts = (list(parts) for parts in zip(*_on_threads(build_all, shards.k)))
+        own, halo, halo_rows, *self._parts = (list(parts) for parts in zip(*on_own_threads(build_all, range(shards.k))))
         self.C = ShardedMatrix(own, halo, HaloExchange(shards, halo_rows), (n, n))
         self.rounds_halo = halo_precision == "single"
         self.rounded_C = self.C.with_halo_dtype(np.float32 if self.rounds_halo else np.float64)
@@ -1114,7 +1125,7 @@ class ShardedSpheresOperator(_ShardedOperator):
             row_con[coeff.row], row_coef[coeff.row] = coeff.con, coeff.val
         rows, cols, _ = problem.C_coords[0]
         xp = backend.xp
-        shards = backend.partition(shard_bounds(backend.symmetric_row_counts(rows, cols, n), backend.count, xp))
+        shards = backend.partition(symmetric_bounds([(rows, cols)], n, backend.count))
         row_scale = abs_median(coeff.val) if rescale else 1.0
 
         def build(s):
@@ -1220,9 +1231,7 @@ class ShardedBlockOperator(_ShardedOperator):
         n, coeff, xp = layout.n_rows, problem.A_coords[0], backend.xp
         (c_rows, c_cols, _), m = problem.C_coords[0], problem.m
         # rows balanced by their entries of C and of A's coordinates (both are a shard's work per product)
-        weights = (backend.symmetric_row_counts(c_rows, c_cols, n)
-                   + backend.symmetric_row_counts(coeff.row, coeff.col, n))
-        shards = backend.partition(shard_bounds(weights, backend.count, xp))
+        shards = backend.partition(symmetric_bounds([(c_rows, c_cols), (coeff.row, coeff.col)], n, backend.count))
         row_scale = (median_row_norm(constraint_squares(coeff.con, coeff.row, coeff.col, coeff.val, m))
                      if rescale else 1.0)
         index = index_type_for(max(n, m, 2 * coeff.row.size))

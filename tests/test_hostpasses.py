@@ -93,15 +93,18 @@ def test_what_the_host_derives_from_the_data_does_not_depend_on_the_chunks(index
 
 
 @pytest.mark.skipif(not gpu_available(), reason="no CuPy/GPU")
-def test_device_arrays_reach_the_host_together():
-    """``backend.copy_to_host``: several arrays on the host's threads, each queued after the work that wrote it; a
-    strided array or target goes through a copy of its own."""
+@pytest.mark.parametrize("stage_bytes", [40, 64 << 20])
+def test_device_arrays_reach_the_host_together(stage_bytes, monkeypatch):
+    """``backend.copy_to_host``: several arrays on threads, each queued after the work that wrote it, those larger
+    than a staging buffer in pieces through two pinned ones (five entries a piece: three pieces, the last short, and
+    a buffer refilled); a strided array or target goes through a copy of its own."""
     import cupy
-    parts = [cupy.ones((4, 3)), cupy.full((2, 3), 2.0), cupy.arange(12.0).reshape(3, 4)[:, ::2]]
+    monkeypatch.setattr(backend, "STAGE_BYTES", stage_bytes)
+    parts = [cupy.arange(12.0).reshape(4, 3), cupy.full((2, 3), 2.0), cupy.arange(12.0).reshape(3, 4)[:, ::2]]
     parts[0] *= 3.0  # queued just before the copy
     out, strided = np.zeros((6, 3)), np.zeros((3, 4))
     backend.copy_to_host([(parts[0], out[:4]), (parts[1], out[4:]), (parts[2], strided[:, 1::2])])
-    assert np.array_equal(out, np.vstack([np.full((4, 3), 3.0), np.full((2, 3), 2.0)]))
+    assert np.array_equal(out, np.vstack([3.0 * np.arange(12.0).reshape(4, 3), np.full((2, 3), 2.0)]))
     assert np.array_equal(strided[:, 1::2], np.arange(12.0).reshape(3, 4)[:, ::2]) and not strided[:, ::2].any()
 
 

@@ -499,20 +499,27 @@ def test_shard_matrices_are_the_rows_of_c_split_at_the_shard(chunk, graph, devic
             assert got.nnz == expected.nnz  # no entry dropped or added (C's explicit entries, each once)
 
 
-@pytest.mark.parametrize("chunk", [7, 1 << 25])
-def test_row_counts_are_those_of_the_symmetric_matrix(chunk, device, monkeypatch):
-    monkeypatch.setattr(sharding, "BUILD_CHUNK", chunk)
+@pytest.mark.parametrize("buckets", [1, 3, 64, 4096])
+def test_bounds_from_the_coordinates_are_those_of_the_row_counts(buckets, monkeypatch):
+    """The bounds found in runs of rows are those balanced over exact row counts: those of the symmetric matrix
+    SciPy builds from C's coordinates, and, with a second list summed in (a few rows holding most entries, repeats,
+    diagonal entries), those counted entry by entry. Chunked passes on the pool."""
+    monkeypatch.setattr(hostpasses, "CHUNK", 97)
     problem = maxcut_problem(_graph(300, 6, seed=5))
     rows, cols, _ = problem.C_coords[0]
-    backend = select_backend(device)
-    counts = sharding.symmetric_row_counts(rows, cols, 300, backend.xp)
-    expected = np.diff(problem.objective_matrix(0).tocsr().indptr)
-    np.testing.assert_array_equal(backend.to_host(counts), expected)
-    for k in (2, 3, 7):  # the bounds balanced where the counts are, as on the host
-        np.testing.assert_array_equal(sharding.shard_bounds(counts, k, backend.xp), sharding.shard_bounds(expected, k))
-        # each of k devices counting a slice of the coordinates
-        split = simulated_backend(device, k).symmetric_row_counts(rows, cols, 300)
-        np.testing.assert_array_equal(backend.to_host(split), expected)
+    counts = np.diff(problem.objective_matrix(0).tocsr().indptr)
+    hub_rows = np.concatenate([np.full(400, 7), np.full(400, 150), np.arange(300)])
+    hub_cols = np.concatenate([np.arange(400) % 300, (np.arange(400) * 7) % 300, np.arange(300)])
+    hub_counts = np.zeros(300, np.int64)
+    for r, c in zip(hub_rows, hub_cols):
+        hub_counts[r] += 1
+        if r != c:
+            hub_counts[c] += 1
+    for k in (2, 3, 7, 300):
+        np.testing.assert_array_equal(sharding.symmetric_bounds([(rows, cols)], 300, k, buckets),
+                                      sharding.shard_bounds(counts, k))
+        np.testing.assert_array_equal(sharding.symmetric_bounds([(rows, cols), (hub_rows, hub_cols)], 300, k, buckets),
+                                      sharding.shard_bounds(counts + hub_counts, k))
 
 
 def test_renumbering_counts_towards_the_time_limit(monkeypatch):
@@ -603,14 +610,10 @@ def _two_gpus() -> bool:
 @pytest.mark.skipif(not _two_gpus(), reason="needs two GPUs")
 @pytest.mark.parametrize("shuffled", [True, False])
 def test_the_operator_on_two_gpus_matches_one_device(shuffled):
-    """Through NCCL and peer copies: the constraint values gathered on the first GPU, the multipliers sent back, the
-    row counts of both GPUs summed on the first."""
+    """Through NCCL and peer copies: the constraint values gathered on the first GPU, the multipliers sent back."""
     problem = _weighted_diagonals(1100, seed=3, shuffled=shuffled)
     two = sharded_backend("gpu", (0, 1))
     _check_operator_matches(problem, *_operators(problem, 2, "gpu", two))
-    rows, cols, _ = problem.C_coords[0]
-    expected = np.diff(problem.objective_matrix(0).tocsr().indptr)
-    np.testing.assert_array_equal(two.to_host(two.symmetric_row_counts(rows, cols, 1100)), expected)
 
 
 @pytest.mark.skipif(not _two_gpus(), reason="needs two GPUs")
