@@ -62,7 +62,8 @@ SHARDED_PROBLEMS_MESSAGE = ("devices > 1 solves, for now, problems of one PSD bl
 HALO_SHARE_KEPT = 0.1  # shard_order="auto" keeps the given order while each shard's halo is within this share of it
 COMPRESSED_HALO_ROWS = 0.5  # a halo part keeps only its rows with entries when they are fewer (``HaloPart``)
 BUILD_CHUNK = 1 << 25  # coordinates (24 bytes each) moved to a device at a time while its shard's rows are picked
-BOUND_BUCKETS = 1 << 12  # runs of rows whose entries the shards' bounds are first found among (``symmetric_bounds``)
+BOUND_BUCKETS = 1 << 12  # runs of rows, and entries of a coordinate list sampled, that the shards' bounds are
+BOUND_SAMPLE = 1 << 24  # balanced over (``symmetric_bounds``)
 
 
 def shard_bounds(row_counts, k: int) -> np.ndarray:
@@ -202,58 +203,41 @@ def _predicted_halo_share(C, k: int, enough: float = math.inf) -> float:
     return 0.0 if 2 * reached < n else 2.0 * largest * k / n
 
 
-def symmetric_bounds(pairs, n: int, k: int, buckets: int = BOUND_BUCKETS) -> np.ndarray:
-    """:func:`shard_bounds` of the rows of the sum of the symmetric n x n matrices whose lower triangles have the
+def symmetric_bounds(pairs, n: int, k: int, buckets: int = BOUND_BUCKETS, sample: int = BOUND_SAMPLE) -> np.ndarray:
+    """The bounds of k shards of the rows of the sum of the symmetric n x n matrices whose lower triangles have the
     host coordinates ``pairs`` [(rows, cols), ...] (an entry counts in its row and, off the diagonal, in its column's),
-    without a count per row: one chunked pass on the host's pool of threads counts the entries in each of about
-    ``buckets`` runs of 2^j consecutive rows, and one more per bound counts the rows of the run it falls in. Rows that
-    do not decrease (C's coordinates) are counted by bisection instead. (Whole-array bincounts took 6 s of one core at
-    n = 1e8; counted on the GPUs, the coordinates' transfers took 0.8 s of a split solve's set-up.) The bounds are
-    those of :func:`shard_bounds`: the sums are exact integers."""
+    balanced as :func:`shard_bounds` balances them (rows plus entries), without a count per row: the entries of an
+    evenly strided sample of at most ``sample`` of each list are counted in runs of 2^j consecutive rows (about
+    ``buckets`` runs), in chunks on the host's pool of threads, and a bound is interpolated in the run it falls in.
+    Exact where every entry is sampled and every run is one row. (Whole-array bincounts took 6 s of one core at
+    n = 1e8; all 2·10^8 entries counted in chunks, 1.1-1.4 s beside the set-up's other host passes; counted on the
+    GPUs, the coordinates' transfers took 0.8 s. A bound off by a run or by the sample's error moves a few
+    thousandths of a shard's work.)"""
     shift = max(0, (max(n, 1) - 1).bit_length() - max(buckets, 1).bit_length() + 1)
-    starts = np.minimum(np.arange(((max(n, 1) - 1) >> shift) + 2, dtype=np.int64) << shift, n)
-    sorted_rows = [bool(all(map_chunks(lambda s, r=rows: bool(np.all(r[s.start + 1:s.stop + 1] >= r[s])),
-                                       max(rows.size - 1, 0)))) for rows, _ in pairs]
-    cumulative = starts + np.concatenate([[0], np.cumsum(_run_counts(pairs, sorted_rows, starts, shift, n))])
-    targets = float(cumulative[-1]) * np.arange(1, k) / k
+    runs = ((max(n, 1) - 1) >> shift) + 1
+    starts = np.minimum(np.arange(runs + 1, dtype=np.int64) << shift, n)
+    past = runs << shift  # the diagonal's columns go to a bin past the last: counted once, in their rows
+    counts = np.zeros(runs, np.int64)
+    for rows, cols in pairs:
+        stride = max(1, -(-rows.size // max(sample, 1)))
+        sampled_rows, sampled_cols = rows[::stride], cols[::stride]
+
+        def count(s, rows=sampled_rows, cols=sampled_cols):
+            r, c = rows[s], cols[s]
+            return (np.bincount(r >> shift, minlength=runs + 1)[:runs]
+                    + np.bincount(np.where(r == c, past, c) >> shift, minlength=runs + 1)[:runs])
+        counts += stride * sum(map_chunks(count, sampled_rows.size), np.zeros(runs, np.int64))
+    cumulative = starts + np.concatenate([[0], np.cumsum(counts)])  # rows and entries before each run
     bounds = [0]
-    for target in targets:
+    for target in float(cumulative[-1]) * np.arange(1, k) / k:
         run = int(np.searchsorted(cumulative, target, side="left"))  # the first run start at or past the target
         if run == 0:
             bounds.append(0)
             continue
         lo, hi = int(starts[run - 1]), int(starts[run])
-        rows_in_run = np.arange(lo, hi + 1, dtype=np.int64)
-        within = cumulative[run - 1] + np.concatenate(
-            [[0], np.cumsum(1 + _run_counts(pairs, sorted_rows, rows_in_run, 0, n))])
-        bounds.append(lo + int(np.searchsorted(within, target, side="left")))
+        share = (target - cumulative[run - 1]) / (cumulative[run] - cumulative[run - 1])
+        bounds.append(min(hi, lo + max(1, math.ceil(share * (hi - lo)))))
     return np.array(bounds + [n], dtype=np.int64)
-
-
-def _run_counts(pairs, sorted_rows, starts, shift: int, n: int) -> np.ndarray:
-    """The symmetric entries (see :func:`symmetric_bounds`) of an n x n matrix in the runs of rows
-    [starts[i], starts[i + 1]), each of 2^shift rows but the last; entries outside starts[0]..starts[-1] are left
-    out. Counted without compacting the arrays where the runs cover every row (the diagonal's column is moved to a
-    bin past the last), else after picking the few entries in the runs."""
-    lo, hi, runs = int(starts[0]), int(starts[-1]), starts.size - 1
-    whole, past = lo == 0 and hi == n, lo + (runs << shift)
-    total = np.zeros(runs, np.int64)
-    for (rows, cols), in_order in zip(pairs, sorted_rows):
-        if in_order:
-            total += np.diff(np.searchsorted(rows, starts))
-
-        def count(s, rows=rows, cols=cols, in_order=in_order):
-            r, c = rows[s], cols[s]
-            if whole:
-                parts = [np.where(r == c, past, c)] + ([] if in_order else [r])
-            else:
-                inside = (c >= lo) & (c < hi)
-                r_in, c_in = r[inside], c[inside]
-                parts = [c_in[r_in != c_in]] + ([] if in_order else [r[(r >= lo) & (r < hi)]])
-            return sum(np.bincount((x - lo) >> shift, minlength=runs + 1)[:runs] for x in parts)
-        for part in map_chunks(count, rows.size):
-            total += part
-    return total
 
 
 @dataclass(frozen=True)

@@ -499,27 +499,47 @@ def test_shard_matrices_are_the_rows_of_c_split_at_the_shard(chunk, graph, devic
             assert got.nnz == expected.nnz  # no entry dropped or added (C's explicit entries, each once)
 
 
-@pytest.mark.parametrize("buckets", [1, 3, 64, 4096])
-def test_bounds_from_the_coordinates_are_those_of_the_row_counts(buckets, monkeypatch):
-    """The bounds found in runs of rows are those balanced over exact row counts: those of the symmetric matrix
-    SciPy builds from C's coordinates, and, with a second list summed in (a few rows holding most entries, repeats,
-    diagonal entries), those counted entry by entry. Chunked passes on the pool."""
+def _summed_row_counts(pairs, n: int) -> np.ndarray:
+    """Entry by entry: an entry counts in its row and, off the diagonal, in its column's."""
+    counts = np.zeros(n, np.int64)
+    for rows, cols in pairs:
+        for r, c in zip(rows, cols):
+            counts[r] += 1
+            if r != c:
+                counts[c] += 1
+    return counts
+
+
+def test_bounds_from_the_coordinates_are_those_of_the_row_counts(monkeypatch):
+    """Every entry sampled and every run one row: the bounds are those balanced over exact row counts, those of the
+    symmetric matrix SciPy builds from C's coordinates, and with a second list summed in (a few rows holding most
+    entries, repeats, diagonal entries) those counted entry by entry. Chunked passes on the pool."""
     monkeypatch.setattr(hostpasses, "CHUNK", 97)
     problem = maxcut_problem(_graph(300, 6, seed=5))
     rows, cols, _ = problem.C_coords[0]
     counts = np.diff(problem.objective_matrix(0).tocsr().indptr)
-    hub_rows = np.concatenate([np.full(400, 7), np.full(400, 150), np.arange(300)])
-    hub_cols = np.concatenate([np.arange(400) % 300, (np.arange(400) * 7) % 300, np.arange(300)])
-    hub_counts = np.zeros(300, np.int64)
-    for r, c in zip(hub_rows, hub_cols):
-        hub_counts[r] += 1
-        if r != c:
-            hub_counts[c] += 1
+    hub = (np.concatenate([np.full(400, 7), np.full(400, 150), np.arange(300)]),
+           np.concatenate([np.arange(400) % 300, (np.arange(400) * 7) % 300, np.arange(300)]))
     for k in (2, 3, 7, 300):
-        np.testing.assert_array_equal(sharding.symmetric_bounds([(rows, cols)], 300, k, buckets),
+        np.testing.assert_array_equal(sharding.symmetric_bounds([(rows, cols)], 300, k, buckets=512),
                                       sharding.shard_bounds(counts, k))
-        np.testing.assert_array_equal(sharding.symmetric_bounds([(rows, cols), (hub_rows, hub_cols)], 300, k, buckets),
-                                      sharding.shard_bounds(counts + hub_counts, k))
+        np.testing.assert_array_equal(sharding.symmetric_bounds([(rows, cols), hub], 300, k, buckets=512),
+                                      sharding.shard_bounds(counts + _summed_row_counts([hub], 300), k))
+
+
+@pytest.mark.parametrize("buckets, sample", [(16, 10 ** 9), (4096, 3000), (16, 3000)])
+def test_bounds_from_runs_and_samples_balance_the_shards(buckets, sample, monkeypatch):
+    """Runs of many rows and a strided sample of each list (the sizes where counting every entry costs seconds; the
+    lists' strides differ): each shard's rows plus entries stay within 3 % of an even share."""
+    monkeypatch.setattr(hostpasses, "CHUNK", 997)
+    n = 4000
+    rows, cols, _ = maxcut_problem(_graph(n, 8, seed=7)).C_coords[0]
+    hub = np.repeat(np.arange(3000, 4000, 100), 300), np.tile(np.arange(0, 3000, 10), 10)
+    weights = 1 + _summed_row_counts([(rows, cols), hub], n)
+    for k in (2, 3, 5):
+        bounds = sharding.symmetric_bounds([(rows, cols), hub], n, k, buckets, sample)
+        shares = np.array([weights[lo:hi].sum() for lo, hi in zip(bounds[:-1], bounds[1:])]) / weights.sum()
+        assert np.all(np.abs(shares - 1 / k) <= 0.03 / k), (bounds, shares)
 
 
 def test_renumbering_counts_towards_the_time_limit(monkeypatch):
