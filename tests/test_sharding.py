@@ -628,6 +628,18 @@ def _two_gpus() -> bool:
 
 
 @pytest.mark.skipif(not _two_gpus(), reason="needs two GPUs")
+def test_a_solve_takes_the_nccl_communicators_an_earlier_one_left():
+    """Two live backends never share communicators; a collected backend's are the next one's."""
+    first = sharded_backend("gpu", (0, 1))
+    second = sharded_backend("gpu", (0, 1))
+    communicators = [b.partition(np.array([0, 5, 10])).communicator for b in (first, second)]
+    assert communicators[0] is not communicators[1]
+    del first
+    third = sharded_backend("gpu", (0, 1))
+    assert third.partition(np.array([0, 5, 10])).communicator is communicators[0]
+
+
+@pytest.mark.skipif(not _two_gpus(), reason="needs two GPUs")
 @pytest.mark.parametrize("shuffled", [True, False])
 def test_the_operator_on_two_gpus_matches_one_device(shuffled):
     """Through NCCL and peer copies: the constraint values gathered on the first GPU, the multipliers sent back."""
