@@ -64,8 +64,8 @@ SHARDED_PROBLEMS_MESSAGE = ("devices > 1 solves, for now, problems of one PSD bl
 HALO_SHARE_KEPT = 0.1  # shard_order="auto" keeps the given order while each shard's halo is within this share of it
 COMPRESSED_HALO_ROWS = 0.5  # a halo part keeps only its rows with entries when they are fewer (``HaloPart``)
 BUILD_CHUNK = 1 << 25  # coordinates (24 bytes each) moved to a device at a time while its shard's rows are picked
-BOUND_BUCKETS = 1 << 12  # runs of rows, and entries of a coordinate list sampled, that the shards' bounds are
-BOUND_SAMPLE = 1 << 24  # balanced over (``symmetric_bounds``)
+BOUND_BUCKETS = 1 << 12  # about as many runs of rows as the shards' bounds are balanced over (``symmetric_bounds``)
+BOUND_SAMPLE = 1 << 24  # at most as many entries of each coordinate list as they are counted on
 
 
 def shard_bounds(row_counts, k: int) -> np.ndarray:
@@ -419,6 +419,15 @@ class NcclCommunicator:
     def _stream(self):
         import cupy
         return cupy.cuda.get_current_stream().ptr
+
+    def healthy(self) -> bool:
+        """Whether NCCL reports no asynchronous error in any of the communicators."""
+        try:
+            for comm in self.comms:
+                comm.check_async_error()
+        except self.nccl.NcclError:
+            return False
+        return True
 
     def all_reduce(self, parts) -> None:
         import cupy
@@ -1037,8 +1046,10 @@ def _idle_communicator(ids: tuple[int, ...]) -> NcclCommunicator:
 
 
 def _keep_idle(ids: tuple[int, ...], communicator: NcclCommunicator) -> None:
-    with _IDLE_LOCK:
-        _IDLE_COMMUNICATORS.setdefault(tuple(ids), []).append(communicator)
+    """Keeps a collected backend's communicator for the next solve, unless NCCL reported an error in it."""
+    if communicator.healthy():
+        with _IDLE_LOCK:
+            _IDLE_COMMUNICATORS.setdefault(tuple(ids), []).append(communicator)
 
 
 class _ShardedOperator:
