@@ -1026,7 +1026,8 @@ def sharded_backend(device: str, ids: tuple[int, ...]) -> ShardedBackend:
     base = select_backend("gpu", gpu_ids=ids)
     communicator = _idle_communicator(ids)
     backend = ShardedBackend(base, ids, lambda bounds: Shards(bounds, base, ids, communicator))
-    weakref.finalize(backend, _keep_idle, ids, communicator)
+    # not at the interpreter's exit, where there is no next solve to keep it for
+    weakref.finalize(backend, _keep_idle, ids, communicator).atexit = False
     return backend
 
 
