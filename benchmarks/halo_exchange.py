@@ -31,10 +31,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import cupy  # noqa: E402
 
-from cvxpy_culorads import gpu_kernels  # noqa: E402
-from cvxpy_culorads.layout import BlockLayout  # noqa: E402
+from cvxpy_culorads.backends import gpu_kernels  # noqa: E402
+from cvxpy_culorads.distributed.sharding import ShardedSpheresOperator, sharded_backend  # noqa: E402
 from cvxpy_culorads.models import maxcut_problem  # noqa: E402
-from cvxpy_culorads.sharding import ShardedSpheresOperator, sharded_backend  # noqa: E402
+from cvxpy_culorads.operators.compressed import BlockLayout  # noqa: E402
 
 from graphs import random_regular_like  # noqa: E402
 

@@ -26,10 +26,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import cupy  # noqa: E402
 
-from cvxpy_culorads import gpu_kernels  # noqa: E402
-from cvxpy_culorads.backend import select_backend  # noqa: E402
+from cvxpy_culorads.backends import gpu_kernels  # noqa: E402
+from cvxpy_culorads.backends.backend import select_backend  # noqa: E402
+from cvxpy_culorads.distributed.sharding import shard_bounds, shard_matrices  # noqa: E402
 from cvxpy_culorads.models import maxcut_problem  # noqa: E402
-from cvxpy_culorads.sharding import shard_bounds, shard_matrices  # noqa: E402
 
 from graphs import random_regular_like  # noqa: E402
 

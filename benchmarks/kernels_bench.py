@@ -77,7 +77,7 @@ def _load_file(name: str, path: pathlib.Path):
 
 def _load_kernels():
     try:
-        from cvxpy_culorads import gpu_kernels
+        from cvxpy_culorads.backends import gpu_kernels
     except Exception:  # the package __init__ may import modules that are not there yet
         gpu_kernels = _load_file("_culorads_gpu_kernels", ROOT / "cvxpy_culorads" / "gpu_kernels.py")
     return gpu_kernels

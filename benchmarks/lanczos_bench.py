@@ -46,8 +46,8 @@ def measure(n: int) -> dict:
     import cupy
     import cupyx.scipy.sparse as csp
 
-    from cvxpy_culorads import gpu_kernels
-    from cvxpy_culorads.gpu_kernels import GpuKernels
+    from cvxpy_culorads.backends import gpu_kernels
+    from cvxpy_culorads.backends.gpu_kernels import GpuKernels
 
     rng = np.random.default_rng(0)
     half = sp.random(n, n, density=4.0 / n, random_state=rng, format="csr")

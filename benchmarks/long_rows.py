@@ -33,10 +33,10 @@ def measure(d: int, q: int, ranks: list[int]) -> list[dict]:
     import cupy
     from cupyx.profiler import benchmark
 
-    from cvxpy_culorads import gpu_kernels
-    from cvxpy_culorads.backend import select_backend
-    from cvxpy_culorads.layout import CompressedOperator
+    from cvxpy_culorads.backends import gpu_kernels
+    from cvxpy_culorads.backends.backend import select_backend
     from cvxpy_culorads.models import hamming_graph, theta_problem
+    from cvxpy_culorads.operators.compressed import CompressedOperator
 
     op = CompressedOperator(theta_problem(hamming_graph(d, q), "sparse"), select_backend("gpu"))
     n, rng = op.S.shape[0], np.random.default_rng(0)

@@ -44,9 +44,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from run import WARM_UP_RANKS, warm_up  # noqa: E402
 
 import cvxpy_culorads as cl  # noqa: E402
-from cvxpy_culorads import riemannian  # noqa: E402
-from cvxpy_culorads.backend import select_backend  # noqa: E402
+from cvxpy_culorads.backends.backend import select_backend  # noqa: E402
 from cvxpy_culorads.models import maxcut_problem, maxcut_problem_from_edges  # noqa: E402
+from cvxpy_culorads.phases import riemannian  # noqa: E402
 
 from graphs import random_regular_like, random_regular_like_edges, rgg_graph, toroidal_grid_edges  # noqa: E402
 from report import result_fields, write_tables  # noqa: E402

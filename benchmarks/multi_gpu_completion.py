@@ -31,7 +31,7 @@ import numpy as np  # noqa: E402
 from run import warm_up  # noqa: E402
 
 import cvxpy_culorads as cl  # noqa: E402
-from cvxpy_culorads.backend import select_backend  # noqa: E402
+from cvxpy_culorads.backends.backend import select_backend  # noqa: E402
 from cvxpy_culorads.models import completion_error, completion_problem  # noqa: E402
 
 from report import result_fields, write_tables  # noqa: E402

@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from run import warm_up  # noqa: E402
 
 import cvxpy_culorads as cl  # noqa: E402
-from cvxpy_culorads.backend import select_backend  # noqa: E402
+from cvxpy_culorads.backends.backend import select_backend  # noqa: E402
 
 import suites  # noqa: E402
 from report import write_tables  # noqa: E402

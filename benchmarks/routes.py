@@ -27,9 +27,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import cvxpy  # noqa: E402
 
 import cvxpy_culorads as cl  # noqa: E402
-from cvxpy_culorads.costs import RouteCosts  # noqa: E402
-from cvxpy_culorads.layout import BlockLayout  # noqa: E402
-from cvxpy_culorads.state import RANK_FACTOR, block_ranks  # noqa: E402
+from cvxpy_culorads.operators.compressed import BlockLayout  # noqa: E402
+from cvxpy_culorads.phases.state import RANK_FACTOR, block_ranks  # noqa: E402
+from cvxpy_culorads.solver.costs import RouteCosts  # noqa: E402
 
 from compare import PEER_MAX_N, to_cvxpy  # noqa: E402
 from report import write_tables  # noqa: E402

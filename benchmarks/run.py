@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import cvxpy_culorads as cl  # noqa: E402
-from cvxpy_culorads.backend import select_backend  # noqa: E402
+from cvxpy_culorads.backends.backend import select_backend  # noqa: E402
 from cvxpy_culorads.models import maxcut_problem  # noqa: E402
 
 import suites  # noqa: E402

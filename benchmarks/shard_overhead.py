@@ -26,9 +26,10 @@ import scipy.sparse as sp
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from cvxpy_culorads import driver, solve  # noqa: E402
+from cvxpy_culorads import solve
+from cvxpy_culorads.distributed.sharding import simulated_backend  # noqa: E402
 from cvxpy_culorads.models import maxcut_problem  # noqa: E402
-from cvxpy_culorads.sharding import simulated_backend  # noqa: E402
+from cvxpy_culorads.solver import driver  # noqa: E402
 
 from graphs import random_regular_like, rgg_graph  # noqa: E402
 

@@ -27,9 +27,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from cvxpy_culorads import driver, kernels, riemannian, sharding, solve  # noqa: E402
-from cvxpy_culorads.backend import select_backend  # noqa: E402
+from cvxpy_culorads import solve
+from cvxpy_culorads.backends import kernels
+from cvxpy_culorads.backends.backend import select_backend  # noqa: E402
+from cvxpy_culorads.distributed import sharding  # noqa: E402
 from cvxpy_culorads.models import maxcut_problem  # noqa: E402
+from cvxpy_culorads.phases import riemannian
+from cvxpy_culorads.solver import driver
 
 from graphs import random_regular_like  # noqa: E402
 

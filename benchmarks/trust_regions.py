@@ -30,7 +30,7 @@ import scipy.sparse.linalg as sla
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from cvxpy_culorads.kernels import CpuKernels  # noqa: E402
+from cvxpy_culorads.backends.kernels import CpuKernels  # noqa: E402
 
 import graphs  # noqa: E402
 

@@ -13,20 +13,20 @@ Public API:
 
 CVXPY is a dependency (this package is what users install to solve SDPs from CVXPY), but it is imported
 only when the program imports it: the command line and the direct API never use it, and it costs over a
-second of start-up. So registration waits for CVXPY's import (see :mod:`cvxpy_culorads._cvxpy_hook`),
+second of start-up. So registration waits for CVXPY's import (see :mod:`cvxpy_culorads.cvxpy.hook`),
 ``CULORADS`` and ``register`` are imported on first access, and no fallback for an absent CVXPY is needed:
 without it, nothing here ever asks for it.
 """
 from importlib import metadata as _metadata
 
-from ._cvxpy_hook import register_when_cvxpy_is_imported
-from .backend import available_devices, gpu_available
-from .driver import solve
-from .io import read_sdpa, write_sdpa
-from .lowrank import LowRank, SparsePlusLowRank
-from .problem import BlockCoefficients, SDPProblem
-from .result import Errors, Result, Status
-from .settings import Settings
+from cvxpy_culorads.backends.backend import available_devices, gpu_available
+from cvxpy_culorads.cvxpy.hook import register_when_cvxpy_is_imported
+from cvxpy_culorads.problem.io import read_sdpa, write_sdpa
+from cvxpy_culorads.problem.lowrank import LowRank, SparsePlusLowRank
+from cvxpy_culorads.problem.sdp import BlockCoefficients, SDPProblem
+from cvxpy_culorads.result import Errors, Result, Status
+from cvxpy_culorads.settings import Settings
+from cvxpy_culorads.solver.driver import solve
 
 try:  # the version is written once, in pyproject.toml
     __version__ = _metadata.version("cvxpy_culorads")
@@ -45,7 +45,7 @@ __all__ = [
 def __getattr__(name: str):
     """``CULORADS`` and ``register`` on first access (PEP 562): importing them imports CVXPY."""
     if name in _CVXPY_NAMES:
-        from . import cvxpy_interface
+        from cvxpy_culorads.cvxpy import conic as cvxpy_interface
 
         return getattr(cvxpy_interface, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

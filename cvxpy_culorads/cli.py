@@ -17,9 +17,9 @@ import sys
 
 import numpy as np
 
-from . import Result, SDPProblem, Settings, Status, gpu_available, read_sdpa, solve
-from .io import file_stem
-from .models import GRAPH_FORMATS, goemans_williamson, maxcut_problem, read_graph
+from cvxpy_culorads import Result, SDPProblem, Settings, Status, gpu_available, read_sdpa, solve
+from cvxpy_culorads.models import GRAPH_FORMATS, goemans_williamson, maxcut_problem, read_graph
+from cvxpy_culorads.problem.io import file_stem
 
 __all__ = ["main"]
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .measures import worst
+from cvxpy_culorads.certify.measures import worst
 
 __all__ = ["Status", "Errors", "Result"]
 

@@ -10,7 +10,7 @@ def stand_in(monkeypatch):
     the settings of each call."""
     from cvxpy_zoo import clarabel_engine  # imports CVXPY and Clarabel: only where the fixture is used
 
-    from cvxpy_culorads import driver
+    from cvxpy_culorads.solver import driver
 
     calls = []
 

@@ -14,7 +14,7 @@ import scipy.sparse as sp
 from cvxpy.tests.solver_test_helpers import SolverTestHelper, StandardTestSDPs
 
 from cvxpy_culorads import Result, SDPProblem, Settings, Status
-from cvxpy_culorads.cvxpy_interface import to_sdp_problem
+from cvxpy_culorads.cvxpy.conic import to_sdp_problem
 from cvxpy_culorads.result import Errors
 
 

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from cvxpy_culorads import SDPProblem
-from cvxpy_culorads.backend import gpu_available
+from cvxpy_culorads.backends.backend import gpu_available
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 

@@ -6,8 +6,8 @@ import scipy.sparse as sp
 
 import cvxpy_culorads as cl
 from cvxpy_culorads import SDPProblem, Settings, Status
-from cvxpy_culorads.bounds import FixedDiagonals, TraceBounds
-from cvxpy_culorads.certificates import DENSE_LIMIT
+from cvxpy_culorads.certify.bounds import FixedDiagonals, TraceBounds
+from cvxpy_culorads.certify.certificates import DENSE_LIMIT
 from cvxpy_culorads.models import completion_problem, maxcut_problem, random_low_rank_instance
 
 from support import DEVICES, data_file, random_maxcut, random_mixed_problem, sdplib_optimum

@@ -4,12 +4,13 @@ import pytest
 import scipy.linalg
 import scipy.sparse as sp
 
-from cvxpy_culorads import SDPProblem, Status, certificates, solve
-from cvxpy_culorads.backend import select_backend
-from cvxpy_culorads.certificates import DENSE_LIMIT, dual_infeasibility, smallest_eigenpairs
-from cvxpy_culorads.krylov import LANCZOS_STEPS, lanczos_cycle_steps
-from cvxpy_culorads.layout import CompressedOperator
-from cvxpy_culorads.measures import ProblemNorms
+from cvxpy_culorads import SDPProblem, Status, solve
+from cvxpy_culorads.backends.backend import select_backend
+from cvxpy_culorads.certify import certificates
+from cvxpy_culorads.certify.certificates import DENSE_LIMIT, dual_infeasibility, smallest_eigenpairs
+from cvxpy_culorads.certify.measures import ProblemNorms
+from cvxpy_culorads.linalg.krylov import LANCZOS_STEPS, lanczos_cycle_steps
+from cvxpy_culorads.operators.compressed import CompressedOperator
 
 from support import DEVICES, random_maxcut
 
@@ -72,8 +73,8 @@ def test_lanczos_from_a_misleading_guess_still_finds_the_smallest_eigenvalue(dev
 @pytest.mark.parametrize("device", DEVICES)
 def test_lanczos_with_a_short_basis_when_memory_is_scarce(device, monkeypatch):
     # with room for one vector only, cycles shrink to MIN_LANCZOS_STEPS basis vectors and restart more often
-    from cvxpy_culorads.backend import Backend
-    from cvxpy_culorads.memory import MIN_LANCZOS_STEPS, affordable_lanczos_steps
+    from cvxpy_culorads.backends.backend import Backend
+    from cvxpy_culorads.backends.memory import MIN_LANCZOS_STEPS, affordable_lanczos_steps
     n = DENSE_LIMIT + 300
     rng = np.random.default_rng(4)
     M = sp.random(n, n, density=4.0 / n, random_state=rng)
@@ -90,7 +91,7 @@ def test_lanczos_with_a_short_basis_when_memory_is_scarce(device, monkeypatch):
 @pytest.mark.parametrize("cycles", [1, 2])
 def test_lanczos_out_of_cycles_returns_a_consistent_ritz_pair(device, cycles):
     # with an unreachable accuracy every cycle restarts: the value and the vector must still belong together
-    from cvxpy_culorads.krylov import lanczos_smallest
+    from cvxpy_culorads.linalg.krylov import lanczos_smallest
     n = 400
     rng = np.random.default_rng(6)
     M = sp.random(n, n, density=5.0 / n, random_state=rng)
@@ -110,7 +111,7 @@ def test_lanczos_out_of_cycles_returns_a_consistent_ritz_pair(device, cycles):
 def test_lanczos_stops_once_its_ritz_value_fails_the_callers_test(device):
     # the Ritz value only falls towards lambda_min: below the caller's threshold it decides the test (fails) long
     # before the residual reaches the accuracy, and the value is known to within DECIDED_RESIDUAL_SHARE of itself
-    from cvxpy_culorads.krylov import DECIDED_RESIDUAL_SHARE, lanczos_smallest
+    from cvxpy_culorads.linalg.krylov import DECIDED_RESIDUAL_SHARE, lanczos_smallest
     n = 600
     rng = np.random.default_rng(8)
     M = sp.random(n, n, density=4.0 / n, random_state=rng)
@@ -134,7 +135,7 @@ def test_lanczos_stops_once_its_ritz_value_fails_the_callers_test(device):
 def test_lanczos_goes_on_past_its_cycles_while_the_callers_test_is_undecided(device):
     # after one cycle the Ritz value passes the threshold and the value less its residual does not: the answer
     # hangs on the eigensolver, which goes on (up to UNDECIDED_CYCLES_FACTOR times its cycles) until it decides
-    from cvxpy_culorads.krylov import lanczos_smallest
+    from cvxpy_culorads.linalg.krylov import lanczos_smallest
     n = 400
     rng = np.random.default_rng(6)
     M = sp.random(n, n, density=5.0 / n, random_state=rng)
@@ -161,7 +162,7 @@ def _planted_cluster(n: int, cluster: int, seed: int):
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_lanczos_deflated_solves_the_problem_on_the_complement(device):
-    from cvxpy_culorads.krylov import lanczos_smallest
+    from cvxpy_culorads.linalg.krylov import lanczos_smallest
     n, q = 300, 6
     matrix, vectors = _planted_cluster(n, q, seed=1)
     Q = vectors[:, :q]
@@ -179,7 +180,7 @@ def test_lanczos_deflated_solves_the_problem_on_the_complement(device):
 def test_deflated_bound_brackets_the_smallest_eigenvalue(device):
     # R spans the near-null cluster up to 1e-7, plus two small fresh columns (as an escape seeds them) that are
     # no eigenvectors: the bound must hold, be tight, and come from the deflated problem
-    from cvxpy_culorads.certificates import DEFLATION_LOSS, _deflated_eigenpair
+    from cvxpy_culorads.certify.certificates import DEFLATION_LOSS, _deflated_eigenpair
     n, cluster = 400, 8
     matrix, vectors = _planted_cluster(n, cluster, seed=2)
     rng = np.random.default_rng(3)
@@ -202,7 +203,7 @@ def test_deflated_bound_brackets_the_smallest_eigenvalue(device):
 @pytest.mark.parametrize("device", DEVICES)
 def test_deflation_with_a_cluster_wider_than_the_range_is_refused_or_still_a_bound(device):
     # 30 near-zero eigenvalues, R spans 8 of them: the complement's cluster leaves the coupling unaffordable
-    from cvxpy_culorads.certificates import _deflated_eigenpair
+    from cvxpy_culorads.certify.certificates import _deflated_eigenpair
     n = 400
     matrix, vectors = _planted_cluster(n, 30, seed=4)
     rng = np.random.default_rng(5)
@@ -219,7 +220,7 @@ def test_deflation_with_a_cluster_wider_than_the_range_is_refused_or_still_a_bou
 
 
 def _layout(n: int):
-    from cvxpy_culorads.layout import BlockLayout
+    from cvxpy_culorads.operators.compressed import BlockLayout
     return BlockLayout((n,), (0,), 0, n, (1,))
 
 

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from cvxpy_culorads.cli import _parser, _settings, main
-from cvxpy_culorads.driver import _Run
+from cvxpy_culorads.solver.driver import _Run
 
 # MaxCut of the triangle in SDPA form (F0 = L/4, F_i = e_i e_i', c = 1): the SDP value is 9/4.
 TRIANGLE_SDPA = """\

@@ -27,8 +27,9 @@ from cvxpy_zoo import (
 )
 
 import cvxpy_culorads
-from cvxpy_culorads import Result, Status, driver
-from cvxpy_culorads.cvxpy_interface import CULORADS, register, to_sdp_problem
+from cvxpy_culorads import Result, Status
+from cvxpy_culorads.cvxpy.conic import CULORADS, register, to_sdp_problem
+from cvxpy_culorads.solver import driver
 
 
 def without_direct_cones() -> CULORADS:

@@ -14,9 +14,10 @@ import scipy.sparse as sp
 from cvxpy.error import DCPError, SolverError
 from cvxpy_zoo import ZOO, Case, check_against_clarabel, lmi_form, maxcut, solve_with_clarabel
 
-from cvxpy_culorads import Result, Status, driver
-from cvxpy_culorads.cvxpy_structured import METHOD_NAME, Unsupported, read_problem
+from cvxpy_culorads import Result, Status
+from cvxpy_culorads.cvxpy.structured import METHOD_NAME, Unsupported, read_problem
 from cvxpy_culorads.models import maxcut_problem
+from cvxpy_culorads.solver import driver
 
 
 # ---------------------------------------------------------------------------------------------- more models

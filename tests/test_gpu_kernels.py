@@ -19,9 +19,9 @@ if _NDEV < 1:
 import cupyx.scipy.sparse  # noqa: E402
 
 from cvxpy_culorads import SDPProblem, Settings, solve  # noqa: E402
-from cvxpy_culorads import gpu_kernels as gk  # noqa: E402
-from cvxpy_culorads.gpu_kernels import GpuKernels  # noqa: E402
-from cvxpy_culorads.kernels import CpuKernels, Kernels, check_capabilities  # noqa: E402
+from cvxpy_culorads.backends import gpu_kernels as gk  # noqa: E402
+from cvxpy_culorads.backends.gpu_kernels import GpuKernels  # noqa: E402
+from cvxpy_culorads.backends.kernels import CpuKernels, Kernels, check_capabilities  # noqa: E402
 
 
 def test_the_gpu_kernel_set_meets_the_contract_and_refuses_more_lbfgs_pairs_than_it_takes():
@@ -496,8 +496,8 @@ def test_a_recording_replays_its_launches_without_running_them_at_capture():
 @pytest.mark.parametrize("replayed", [False, True])
 def test_lanczos_cycles_on_the_gpu_match_the_numpy_run(deflated, replayed, monkeypatch):
     # many restarts, so that the steady cycle is captured once and replayed; the direct path above the row limit
-    from cvxpy_culorads.backend import select_backend
-    from cvxpy_culorads.krylov import lanczos_smallest
+    from cvxpy_culorads.backends.backend import select_backend
+    from cvxpy_culorads.linalg.krylov import lanczos_smallest
     recordings = []
     record = gk.Recording.of
     monkeypatch.setattr(gk.Recording, "of", lambda body: recordings.append(record(body)) or recordings[-1])

@@ -4,13 +4,14 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from cvxpy_culorads import SDPProblem, backend, hostpasses
-from cvxpy_culorads.backend import gpu_available
-from cvxpy_culorads.bounds import FixedDiagonals, TraceBounds
-from cvxpy_culorads.layout import BlockLayout
-from cvxpy_culorads.measures import ProblemNorms
+from cvxpy_culorads import SDPProblem, hostpasses
+from cvxpy_culorads.backends import backend
+from cvxpy_culorads.backends.backend import gpu_available
+from cvxpy_culorads.certify.bounds import FixedDiagonals, TraceBounds
+from cvxpy_culorads.certify.measures import ProblemNorms
 from cvxpy_culorads.models import completion_problem, maxcut_problem, theta_problem
-from cvxpy_culorads.scaling import DiagonalScaling
+from cvxpy_culorads.operators.compressed import BlockLayout
+from cvxpy_culorads.problem.scaling import DiagonalScaling
 
 from support import random_maxcut, random_mixed_problem
 
@@ -117,7 +118,7 @@ def test_the_median_of_magnitudes_in_chunks(values, monkeypatch):
 @pytest.mark.parametrize("squares", [[0.5, 0.5, 0.5, 0.5, 0.5], [0.0, 2.0, 0.0, 2.0, 2.0], [0.0, 0.0, 0.0],
                                      [1.0, 4.0, 0.0, 9.0, 4.0, 0.0, 2.0], [3.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 3.0]])
 def test_the_median_row_norm_in_chunks_is_numpys(squares, monkeypatch):
-    from cvxpy_culorads.layout import median_row_norm
+    from cvxpy_culorads.operators.compressed import median_row_norm
     monkeypatch.setattr(hostpasses, "CHUNK", 2)  # chunks with no positive square among them
     x = np.asarray(squares)
     assert median_row_norm(x) == (float(np.median(np.sqrt(x[x > 0]))) if np.any(x > 0) else 1.0)
@@ -125,7 +126,7 @@ def test_the_median_row_norm_in_chunks_is_numpys(squares, monkeypatch):
 
 @pytest.mark.parametrize("cons", [[0, 1, 2, 3, 4], [0, 0, 1, 3, 4], [4, 3, 2, 1, 0]])
 def test_constraint_squares_of_one_coordinate_per_constraint_are_bincounts(cons, monkeypatch):
-    from cvxpy_culorads.layout import constraint_squares
+    from cvxpy_culorads.operators.compressed import constraint_squares
     monkeypatch.setattr(hostpasses, "CHUNK", 2)
     cons, rows, cols = np.asarray(cons), np.array([3, 4, 5, 6, 7]), np.array([0, 1, 5, 3, 3])
     vals = -np.arange(1.0, 6.0)

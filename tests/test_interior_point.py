@@ -7,16 +7,16 @@ import pytest
 import scipy.linalg
 
 from cvxpy_culorads import SDPProblem, Status, read_sdpa, solve
-from cvxpy_culorads.backend import Backend, select_backend
-from cvxpy_culorads.driver import INTERIOR_POINT_MEMORY_MESSAGE
-from cvxpy_culorads.interior_point import DEVICE_MIN_ORDER, _Block
-from cvxpy_culorads.memory import (
+from cvxpy_culorads.backends.backend import Backend, select_backend
+from cvxpy_culorads.backends.memory import (
     INTERIOR_POINT_GROUP_ORDER,
     INTERIOR_POINT_MAX_CONSTRAINTS,
     interior_point_fits,
     interior_point_groups,
     interior_point_work_bytes,
 )
+from cvxpy_culorads.phases.interior_point import DEVICE_MIN_ORDER, _Block
+from cvxpy_culorads.solver.driver import INTERIOR_POINT_MEMORY_MESSAGE
 
 from support import (
     DEVICES,
@@ -171,7 +171,7 @@ def test_the_cheaper_route_starts():
 
 
 def test_an_interior_point_start_that_misses_tol_hands_over_to_the_low_rank_phases(monkeypatch):
-    monkeypatch.setattr("cvxpy_culorads.interior_point.MAX_ITERATIONS", 2)  # it cannot converge in two
+    monkeypatch.setattr("cvxpy_culorads.phases.interior_point.MAX_ITERATIONS", 2)  # it cannot converge in two
     problem = random_mixed_problem(2)
     result = solve(problem, device="cpu")
     assert result.route.startswith("interior-point method first")
@@ -181,7 +181,7 @@ def test_an_interior_point_start_that_misses_tol_hands_over_to_the_low_rank_phas
 
 
 def test_low_rank_phases_hand_over_once_they_used_the_interior_point_estimate(monkeypatch):
-    monkeypatch.setattr("cvxpy_culorads.costs.HANDOVER_FACTOR", 0.0)  # their share is used after one step
+    monkeypatch.setattr("cvxpy_culorads.solver.costs.HANDOVER_FACTOR", 0.0)  # their share is used after one step
     problem = _maxcut_of_order(400)
     result = solve(problem, device="cpu", riemannian=False)
     assert result.route.startswith("low-rank phases first")
@@ -202,9 +202,9 @@ def test_the_route_setting_chooses_the_start(route, first):
 
 def _pretend_a_gpu(monkeypatch) -> list:
     """Make ``device='auto'`` see a GPU on this machine; the returned list records each backend it builds."""
-    import cvxpy_culorads.backend as backend_module
+    import cvxpy_culorads.backends.backend as backend_module
     monkeypatch.setattr(backend_module, "_gpu_probe", lambda: (True, ""))
-    monkeypatch.setattr("cvxpy_culorads.driver.gpu_available", lambda: True)
+    monkeypatch.setattr("cvxpy_culorads.solver.driver.gpu_available", lambda: True)
     monkeypatch.delenv("CULORADS_DEVICE", raising=False)
     built = []
     real = backend_module.select_backend
@@ -215,14 +215,14 @@ def _pretend_a_gpu(monkeypatch) -> list:
         built.append("gpu" if gpu else "cpu")
         return real("cpu")  # no CuPy here: the CPU stands in for the GPU
 
-    monkeypatch.setattr("cvxpy_culorads.driver.select_backend", recording)
+    monkeypatch.setattr("cvxpy_culorads.solver.driver.select_backend", recording)
     return built
 
 
 def test_auto_device_takes_the_cpu_for_small_problems_and_the_gpu_for_large(monkeypatch):
-    from cvxpy_culorads.costs import DeviceCosts
-    from cvxpy_culorads.layout import BlockLayout
-    from cvxpy_culorads.state import block_ranks
+    from cvxpy_culorads.operators.compressed import BlockLayout
+    from cvxpy_culorads.phases.state import block_ranks
+    from cvxpy_culorads.solver.costs import DeviceCosts
     built = _pretend_a_gpu(monkeypatch)
     small = solve(_maxcut_of_order(60))
     assert built == ["cpu"] and small.status is Status.OPTIMAL

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from cvxpy_culorads.io import file_stem, read_sdpa, write_sdpa
 from cvxpy_culorads.models import read_graph
-from cvxpy_culorads.problem import SDPProblem
+from cvxpy_culorads.problem.io import file_stem, read_sdpa, write_sdpa
+from cvxpy_culorads.problem.sdp import SDPProblem
 
 from support import data_file
 

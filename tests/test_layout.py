@@ -3,8 +3,8 @@ import numpy as np
 import pytest
 
 from cvxpy_culorads import SDPProblem
-from cvxpy_culorads.backend import select_backend
-from cvxpy_culorads.layout import CompressedOperator
+from cvxpy_culorads.backends.backend import select_backend
+from cvxpy_culorads.operators.compressed import CompressedOperator
 
 from support import DEVICES, dense_blocks, random_mixed_problem
 

@@ -6,12 +6,13 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from cvxpy_culorads import LowRank, SDPProblem, SparsePlusLowRank, layout, read_sdpa, solve, write_sdpa
-from cvxpy_culorads.backend import select_backend
-from cvxpy_culorads.bounds import TraceBounds
-from cvxpy_culorads.certificates import smallest_eigenpairs
-from cvxpy_culorads.layout import CompressedOperator
+from cvxpy_culorads import LowRank, SDPProblem, SparsePlusLowRank, read_sdpa, solve, write_sdpa
+from cvxpy_culorads.backends.backend import select_backend
+from cvxpy_culorads.certify.bounds import TraceBounds
+from cvxpy_culorads.certify.certificates import smallest_eigenpairs
 from cvxpy_culorads.models import cycle_graph, cycle_theta, hamming_graph, hamming_theta, theta_problem
+from cvxpy_culorads.operators import compressed as layout
+from cvxpy_culorads.operators.compressed import CompressedOperator
 
 from support import DEVICES
 

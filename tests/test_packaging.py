@@ -81,7 +81,7 @@ def test_failed_registration_warns_and_leaves_cvxpy_importable():
     stdout = run_python("""
         import sys, warnings
         import cvxpy_culorads
-        sys.modules["cvxpy_culorads.cvxpy_structured"] = None  # as if the interface could not be imported
+        sys.modules["cvxpy_culorads.cvxpy.structured"] = None  # as if the interface could not be imported
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             import cvxpy

@@ -5,14 +5,14 @@ import numpy as np
 import pytest
 
 from cvxpy_culorads import Settings, Status, solve
-from cvxpy_culorads.admm import ADMMPhase
-from cvxpy_culorads.alm import LBFGS, ALMPhase, quartic_minimiser
-from cvxpy_culorads.backend import Backend, select_backend
-from cvxpy_culorads.driver import _Run
-from cvxpy_culorads.kernels import CpuKernels, Kernels, check_capabilities
-from cvxpy_culorads.krylov import conjugate_gradient
-from cvxpy_culorads.measures import ProblemNorms
-from cvxpy_culorads.state import PhaseOutcome, widen_factor
+from cvxpy_culorads.backends.backend import Backend, select_backend
+from cvxpy_culorads.backends.kernels import CpuKernels, Kernels, check_capabilities
+from cvxpy_culorads.certify.measures import ProblemNorms
+from cvxpy_culorads.linalg.krylov import conjugate_gradient
+from cvxpy_culorads.phases.admm import ADMMPhase
+from cvxpy_culorads.phases.alm import LBFGS, ALMPhase, quartic_minimiser
+from cvxpy_culorads.phases.state import PhaseOutcome, widen_factor
+from cvxpy_culorads.solver.driver import _Run
 
 from support import random_maxcut
 
@@ -140,8 +140,8 @@ def test_no_rank_growth_without_device_memory_for_it(monkeypatch, capsys):
 
 @pytest.mark.parametrize("n, reserved", [(1500, True), (600, False)])
 def test_a_wider_factor_leaves_room_for_the_certificates_shortest_lanczos_cycle(monkeypatch, n, reserved):
-    from cvxpy_culorads.layout import BlockLayout
-    from cvxpy_culorads.memory import FACTOR_ARRAYS, MIN_LANCZOS_STEPS, POOL_MARGIN, widening_fits
+    from cvxpy_culorads.backends.memory import FACTOR_ARRAYS, MIN_LANCZOS_STEPS, POOL_MARGIN, widening_fits
+    from cvxpy_culorads.operators.compressed import BlockLayout
 
     layout = BlockLayout.of(random_maxcut(n, 3.0 / n, seed=1)[0])
     old, new = 4, 6

@@ -5,12 +5,14 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from cvxpy_culorads import LowRank, SDPProblem, Status, driver, riemannian, solve
-from cvxpy_culorads.backend import select_backend
-from cvxpy_culorads.bounds import FixedDiagonals
-from cvxpy_culorads.layout import BlockLayout, CompressedOperator
+from cvxpy_culorads import LowRank, SDPProblem, Status, solve
+from cvxpy_culorads.backends.backend import select_backend
+from cvxpy_culorads.certify.bounds import FixedDiagonals
 from cvxpy_culorads.models import maxcut_problem
-from cvxpy_culorads.riemannian import Spheres
+from cvxpy_culorads.operators.compressed import BlockLayout, CompressedOperator
+from cvxpy_culorads.phases import riemannian
+from cvxpy_culorads.phases.riemannian import Spheres
+from cvxpy_culorads.solver import driver
 
 from support import DEVICES, clarabel_value, primal_residual, random_maxcut, random_mixed_problem
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from cvxpy_culorads import Settings
-from cvxpy_culorads.backend import gpu_available, select_backend
+from cvxpy_culorads.backends.backend import gpu_available, select_backend
 
 
 def test_unknown_option_is_named():

@@ -7,14 +7,12 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from cvxpy_culorads import SDPProblem, Settings, Status, driver, hostpasses, riemannian, sharding, solve
-from cvxpy_culorads.backend import gpu_available, select_backend
-from cvxpy_culorads.certificates import smallest_eigenpairs
-from cvxpy_culorads.kernels import LINE_SEARCH_ROW_SCALARS, CpuKernels, hashed_uniform, lbfgs_coefficients
-from cvxpy_culorads.krylov import conjugate_gradient
-from cvxpy_culorads.layout import BlockLayout, CompressedOperator
-from cvxpy_culorads.models import completion_problem, maxcut_problem, random_low_rank_instance
-from cvxpy_culorads.sharding import (
+from cvxpy_culorads import SDPProblem, Settings, Status, hostpasses, solve
+from cvxpy_culorads.backends.backend import gpu_available, select_backend
+from cvxpy_culorads.backends.kernels import LINE_SEARCH_ROW_SCALARS, CpuKernels, hashed_uniform, lbfgs_coefficients
+from cvxpy_culorads.certify.certificates import smallest_eigenpairs
+from cvxpy_culorads.distributed import sharding
+from cvxpy_culorads.distributed.sharding import (
     RowOrder,
     ShardedBlockOperator,
     ShardedSpheresOperator,
@@ -22,6 +20,11 @@ from cvxpy_culorads.sharding import (
     sharded_backend,
     simulated_backend,
 )
+from cvxpy_culorads.linalg.krylov import conjugate_gradient
+from cvxpy_culorads.models import completion_problem, maxcut_problem, random_low_rank_instance
+from cvxpy_culorads.operators.compressed import BlockLayout, CompressedOperator
+from cvxpy_culorads.phases import riemannian
+from cvxpy_culorads.solver import driver
 
 from support import DEVICES, primal_residual, random_mixed_problem
 

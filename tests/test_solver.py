@@ -107,7 +107,7 @@ def test_public_api():
 
 
 def test_a_problem_that_does_not_fit_is_refused_before_allocating(monkeypatch):
-    from cvxpy_culorads.backend import Backend
+    from cvxpy_culorads.backends.backend import Backend
 
     problem, _ = random_maxcut(20, 0.3, seed=9)
     monkeypatch.setattr(Backend, "free_memory", lambda self: 1000)
@@ -116,9 +116,9 @@ def test_a_problem_that_does_not_fit_is_refused_before_allocating(monkeypatch):
 
 
 def test_a_default_rank_that_does_not_fit_is_narrowed_a_set_one_is_refused(monkeypatch, capsys):
-    from cvxpy_culorads.backend import Backend
-    from cvxpy_culorads.layout import BlockLayout
-    from cvxpy_culorads.memory import estimate_device_bytes
+    from cvxpy_culorads.backends.backend import Backend
+    from cvxpy_culorads.backends.memory import estimate_device_bytes
+    from cvxpy_culorads.operators.compressed import BlockLayout
 
     # the spheres' default start is ceil(4 ln 300) = 23 columns; it may be narrowed down to ceil(2 ln 300) = 12
     problem, _ = random_maxcut(300, 0.01, seed=9)
@@ -135,7 +135,7 @@ def test_a_default_rank_that_does_not_fit_is_narrowed_a_set_one_is_refused(monke
 
 
 def test_running_out_of_memory_mid_solve_is_a_status(monkeypatch):
-    from cvxpy_culorads.riemannian import RiemannianPhase
+    from cvxpy_culorads.phases.riemannian import RiemannianPhase
 
     problem, _ = random_maxcut(40, 0.3, seed=2)
     steps = {"left": 10}

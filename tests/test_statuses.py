@@ -11,15 +11,15 @@ import pytest
 import scipy.sparse as sp
 
 from cvxpy_culorads import SDPProblem, Status, solve
-from cvxpy_culorads.backend import select_backend
-from cvxpy_culorads.certificates import smallest_eigenpairs
-from cvxpy_culorads.driver import _Run
-from cvxpy_culorads.krylov import lanczos_smallest
-from cvxpy_culorads.layout import BlockLayout
-from cvxpy_culorads.measures import worst
+from cvxpy_culorads.backends.backend import select_backend
+from cvxpy_culorads.certify.certificates import smallest_eigenpairs
+from cvxpy_culorads.certify.measures import worst
+from cvxpy_culorads.linalg.krylov import lanczos_smallest
 from cvxpy_culorads.models import maxcut_problem
+from cvxpy_culorads.operators.compressed import BlockLayout
+from cvxpy_culorads.problem.scaling import DiagonalScaling
 from cvxpy_culorads.result import Errors, Result
-from cvxpy_culorads.scaling import DiagonalScaling
+from cvxpy_culorads.solver.driver import _Run
 
 CPU = dict(device="cpu")
 

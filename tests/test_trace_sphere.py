@@ -5,9 +5,9 @@ import pytest
 import scipy.sparse as sp
 
 from cvxpy_culorads import LowRank, SDPProblem, solve
-from cvxpy_culorads.alm import sphere_minimiser
-from cvxpy_culorads.bounds import FixedTrace
+from cvxpy_culorads.certify.bounds import FixedTrace
 from cvxpy_culorads.models import cycle_graph, cycle_theta, hamming_graph, hamming_theta, theta_problem
+from cvxpy_culorads.phases.alm import sphere_minimiser
 
 from support import DEVICES
 

@@ -7,8 +7,8 @@ Goemans-Williamson rounding with :func:`goemans_williamson` and :func:`cut_value
 function (:func:`theta_problem` with a low-rank or a sparse formulation; Hamming graphs and odd cycles with their
 known theta).
 """
-from .completion import completion_error, completion_problem, random_low_rank_instance
-from .maxcut import (
+from cvxpy_culorads.models.completion import completion_error, completion_problem, random_low_rank_instance
+from cvxpy_culorads.models.maxcut import (
     GRAPH_FORMATS,
     bundled_graph,
     cut_value,
@@ -17,7 +17,14 @@ from .maxcut import (
     maxcut_problem_from_edges,
     read_graph,
 )
-from .theta import THETA_FORMULATIONS, cycle_graph, cycle_theta, hamming_graph, hamming_theta, theta_problem
+from cvxpy_culorads.models.theta import (
+    THETA_FORMULATIONS,
+    cycle_graph,
+    cycle_theta,
+    hamming_graph,
+    hamming_theta,
+    theta_problem,
+)
 
 __all__ = [
     "read_graph", "maxcut_problem", "maxcut_problem_from_edges", "goemans_williamson", "cut_value", "bundled_graph",

@@ -11,8 +11,8 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from ..layout import sorted_unique
-from ..problem import SDPProblem
+from cvxpy_culorads.operators.compressed import sorted_unique
+from cvxpy_culorads.problem.sdp import SDPProblem
 
 __all__ = ["completion_problem", "random_low_rank_instance", "completion_error"]
 

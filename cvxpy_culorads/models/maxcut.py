@@ -18,8 +18,8 @@ import numpy as np
 import scipy.io
 import scipy.sparse as sp
 
-from ..io import open_text, read_table, row_error, uncompressed_name
-from ..problem import SDPProblem, lower_coordinates, sum_duplicates
+from cvxpy_culorads.problem.io import open_text, read_table, row_error, uncompressed_name
+from cvxpy_culorads.problem.sdp import SDPProblem, lower_coordinates, sum_duplicates
 
 __all__ = ["read_graph", "maxcut_problem", "maxcut_problem_from_edges", "goemans_williamson", "cut_value",
            "bundled_graph", "GRAPH_FORMATS"]

@@ -15,9 +15,9 @@ import math
 import numpy as np
 import scipy.sparse as sp
 
-from ..lowrank import LowRank
-from ..problem import SDPProblem
-from .maxcut import _weight_matrix
+from cvxpy_culorads.models.maxcut import _weight_matrix
+from cvxpy_culorads.problem.lowrank import LowRank
+from cvxpy_culorads.problem.sdp import SDPProblem
 
 __all__ = ["theta_problem", "hamming_graph", "hamming_theta", "cycle_graph", "cycle_theta", "THETA_FORMULATIONS"]
 

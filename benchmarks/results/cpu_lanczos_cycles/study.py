@@ -12,8 +12,9 @@ import time
 sys.path.insert(0, "benchmarks")
 
 import cvxpy_culorads as cl  # noqa: E402
-from cvxpy_culorads import certificates, krylov  # noqa: E402
-from cvxpy_culorads import kernels as K  # noqa: E402
+from cvxpy_culorads.backends import kernels as K  # noqa: E402
+from cvxpy_culorads.certify import certificates
+from cvxpy_culorads.linalg import krylov  # noqa: E402
 from cvxpy_culorads.models import maxcut_problem, maxcut_problem_from_edges  # noqa: E402
 
 from graphs import random_regular_like, rgg_graph, toroidal_grid_edges  # noqa: E402

@@ -4,7 +4,7 @@ PYTHONPATH=$PWD python3 benchmarks/results/h100_6ab67fd/rowdots.py
 """
 import cupy
 
-from cvxpy_culorads.gpu_kernels import GpuKernels
+from cvxpy_culorads.backends.gpu_kernels import GpuKernels
 
 
 def einsum(U, V):

@@ -7,7 +7,7 @@ from multi_gpu import graph_problem  # noqa: E402
 from run import warm_up  # noqa: E402
 
 import cvxpy_culorads as cl  # noqa: E402
-from cvxpy_culorads.backend import select_backend  # noqa: E402
+from cvxpy_culorads.backends.backend import select_backend  # noqa: E402
 
 warm_up(select_backend("gpu"))
 problem = graph_problem("torus", int(float(sys.argv[1])))[0]

@@ -11,7 +11,7 @@ from multi_gpu_completion import draw_instance  # noqa: E402
 from run import warm_up  # noqa: E402
 
 import cvxpy_culorads as cl  # noqa: E402
-from cvxpy_culorads.backend import select_backend  # noqa: E402
+from cvxpy_culorads.backends.backend import select_backend  # noqa: E402
 from cvxpy_culorads.models import completion_problem  # noqa: E402
 
 n1, m = int(float(sys.argv[1])), int(float(sys.argv[2]))

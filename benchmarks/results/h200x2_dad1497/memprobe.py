@@ -11,8 +11,8 @@ from multi_gpu import graph_problem  # noqa: E402
 from run import warm_up  # noqa: E402
 
 import cvxpy_culorads as cl  # noqa: E402
-from cvxpy_culorads import driver  # noqa: E402
-from cvxpy_culorads.backend import select_backend  # noqa: E402
+from cvxpy_culorads.backends.backend import select_backend  # noqa: E402
+from cvxpy_culorads.solver import driver  # noqa: E402
 
 records = []
 original = driver._Run.run_phase

@@ -18,7 +18,7 @@ sys.path.insert(0, "benchmarks")
 from multi_gpu import graph_problem, warm_up_all  # noqa: E402
 
 import cvxpy_culorads as cl  # noqa: E402
-from cvxpy_culorads import riemannian  # noqa: E402
+from cvxpy_culorads.phases import riemannian  # noqa: E402
 
 RECORDS = []
 DEVICES = [(0,)]

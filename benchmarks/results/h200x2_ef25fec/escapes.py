@@ -13,7 +13,8 @@ import cupy  # noqa: E402
 from multi_gpu import graph_problem, warm_up_all  # noqa: E402
 
 import cvxpy_culorads as cl  # noqa: E402
-from cvxpy_culorads import driver, memory  # noqa: E402
+from cvxpy_culorads.backends import memory  # noqa: E402
+from cvxpy_culorads.solver import driver
 
 checked = driver.widening_fits
 

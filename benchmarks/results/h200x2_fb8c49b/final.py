@@ -14,7 +14,7 @@ sys.path.insert(0, "benchmarks")
 from multi_gpu import graph_problem, warm_up_all  # noqa: E402
 
 import cvxpy_culorads as cl  # noqa: E402
-from cvxpy_culorads.backend import copy_to_host, select_backend  # noqa: E402
+from cvxpy_culorads.backends.backend import copy_to_host, select_backend  # noqa: E402
 
 rows = []
 

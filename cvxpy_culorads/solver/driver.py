@@ -37,11 +37,11 @@ from dataclasses import dataclass
 import numpy as np
 from threadpoolctl import ThreadpoolController
 
-from .admm import ADMMPhase
-from .alm import LBFGS, ALMPhase
-from .backend import gpu_available, requested_device, select_backend
-from .bounds import DualBound, FixedDiagonals, FixedTrace, TraceBounds
-from .certificates import (
+from cvxpy_culorads.backends.backend import gpu_available, requested_device, select_backend
+from cvxpy_culorads.backends.kernels import check_capabilities, kernels_for
+from cvxpy_culorads.backends.memory import fitting_rank, interior_point_work_bytes, widening_fits
+from cvxpy_culorads.certify.bounds import DualBound, FixedDiagonals, FixedTrace, TraceBounds
+from cvxpy_culorads.certify.certificates import (
     DENSE_LIMIT,
     Eigenpair,
     dual_infeasibility,
@@ -49,18 +49,18 @@ from .certificates import (
     is_primal_ray,
     stationary_multipliers,
 )
-from .costs import DeviceCosts, RouteCosts
-from .interior_point import InteriorPointPhase
-from .kernels import check_capabilities, kernels_for
-from .layout import BlockLayout, CompressedOperator
-from .measures import ProblemNorms, primal_infeasibility, relative_gap, worst
-from .memory import fitting_rank, interior_point_work_bytes, widening_fits
-from .result import Errors, Result, Status
-from .riemannian import RiemannianPhase, Spheres
-from .scaling import DiagonalScaling
-from .settings import Settings
-from .sharding import RowOrder, ShardedBlockOperator, ShardedSpheresOperator, sharded_backend
-from .state import RANK_FACTOR, SPHERES_RANK_FACTOR, PhaseOutcome, SolverState, block_ranks
+from cvxpy_culorads.certify.measures import ProblemNorms, primal_infeasibility, relative_gap, worst
+from cvxpy_culorads.distributed.sharding import RowOrder, ShardedBlockOperator, ShardedSpheresOperator, sharded_backend
+from cvxpy_culorads.operators.compressed import BlockLayout, CompressedOperator
+from cvxpy_culorads.phases.admm import ADMMPhase
+from cvxpy_culorads.phases.alm import LBFGS, ALMPhase
+from cvxpy_culorads.phases.interior_point import InteriorPointPhase
+from cvxpy_culorads.phases.riemannian import RiemannianPhase, Spheres
+from cvxpy_culorads.phases.state import RANK_FACTOR, SPHERES_RANK_FACTOR, PhaseOutcome, SolverState, block_ranks
+from cvxpy_culorads.problem.scaling import DiagonalScaling
+from cvxpy_culorads.result import Errors, Result, Status
+from cvxpy_culorads.settings import Settings
+from cvxpy_culorads.solver.costs import DeviceCosts, RouteCosts
 
 __all__ = ["solve"]
 

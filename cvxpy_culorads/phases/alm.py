@@ -31,8 +31,8 @@ import math
 
 import numpy as np
 
-from .memory import widening_fits
-from .state import PhaseOutcome, Progress, SolverState
+from cvxpy_culorads.backends.memory import widening_fits
+from cvxpy_culorads.phases.state import PhaseOutcome, Progress, SolverState
 
 __all__ = ["ALMPhase", "quartic_minimiser", "sphere_minimiser"]
 

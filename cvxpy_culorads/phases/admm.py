@@ -21,8 +21,8 @@ from __future__ import annotations
 import math
 from collections import deque
 
-from .krylov import conjugate_gradient
-from .state import PhaseOutcome, Progress, SolverState
+from cvxpy_culorads.linalg.krylov import conjugate_gradient
+from cvxpy_culorads.phases.state import PhaseOutcome, Progress, SolverState
 
 __all__ = ["ADMMPhase"]
 

@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from .problem import SDPProblem
+from cvxpy_culorads.problem.sdp import SDPProblem
 
 __all__ = ["read_sdpa", "write_sdpa", "open_text", "uncompressed_name", "file_stem", "read_table", "row_error"]
 

@@ -37,10 +37,16 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import reverse_cuthill_mckee
 
-from .backend import Backend, copy_to_host, gpu_available, select_backend
-from .hostpasses import abs_median, holds_anywhere, map_chunks, on_own_threads, strictly_increasing
-from .kernels import LINE_SEARCH_ROW_SCALARS, CpuKernels, hashed_uniform, kernels_for, symmetric_from_upper
-from .layout import (
+from cvxpy_culorads.backends.backend import Backend, copy_to_host, gpu_available, select_backend
+from cvxpy_culorads.backends.kernels import (
+    LINE_SEARCH_ROW_SCALARS,
+    CpuKernels,
+    hashed_uniform,
+    kernels_for,
+    symmetric_from_upper,
+)
+from cvxpy_culorads.hostpasses import abs_median, holds_anywhere, map_chunks, on_own_threads, strictly_increasing
+from cvxpy_culorads.operators.compressed import (
     absolute_row_sums,
     constraint_squares,
     coordinate_csr,
@@ -49,8 +55,8 @@ from .layout import (
     median_row_norm,
     sorted_unique,
 )
-from .problem import BlockCoefficients, SDPProblem
-from .state import initial_rows, widen_factor
+from cvxpy_culorads.phases.state import initial_rows, widen_factor
+from cvxpy_culorads.problem.sdp import BlockCoefficients, SDPProblem
 
 __all__ = ["SHARDED_PROBLEMS_MESSAGE", "RowOrder", "Shards", "ShardedRows", "ShardedMatrix", "HaloPart",
            "ShardedKernels", "ShardedBackend", "ShardedSpheresOperator", "ShardedBlockOperator", "position_owner",

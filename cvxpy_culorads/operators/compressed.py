@@ -41,9 +41,9 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from .hostpasses import extremes, map_chunks, strictly_increasing
-from .kernels import kernels_for
-from .state import initial_rows, widen_factor
+from cvxpy_culorads.backends.kernels import kernels_for
+from cvxpy_culorads.hostpasses import extremes, map_chunks, strictly_increasing
+from cvxpy_culorads.phases.state import initial_rows, widen_factor
 
 __all__ = ["CompressedOperator", "BlockLayout", "FactoredTerms", "LowRankUpdate", "coordinate_csr", "gershgorin_radii",
            "index_type_for", "prepare_products", "sorted_unique", "symmetric_times"]

@@ -54,11 +54,13 @@ from cvxpy.problems.objective import Maximize, Minimize
 from cvxpy.problems.problem import SolverStats
 from cvxpy.reductions.solution import Solution, failure_solution
 
-from . import cvxpy_interface  # as a module: the hook may import this file while that one is half-imported
-from .lowrank import LowRank, SparsePlusLowRank
-from .problem import SDPProblem
-from .result import Result, Status
-from .settings import Settings
+from cvxpy_culorads.cvxpy import (
+    conic as cvxpy_interface,  # as a module: the hook may import this file while that one is half-imported
+)
+from cvxpy_culorads.problem.lowrank import LowRank, SparsePlusLowRank
+from cvxpy_culorads.problem.sdp import SDPProblem
+from cvxpy_culorads.result import Result, Status
+from cvxpy_culorads.settings import Settings
 
 __all__ = ["solve_structured", "read_problem", "StructuredModel", "Unsupported", "METHOD_NAME",
            "DEFAULT_MAX_VALUE_BYTES"]
@@ -617,7 +619,7 @@ def solve_structured(problem: cp.Problem, *, max_value_bytes: float = DEFAULT_MA
                   file=sys.stderr)
         return problem.solve(solver="CULORADS", accept_unknown=accept_unknown, **options)
     setup_time = time.perf_counter() - start
-    from .driver import solve  # the engine is imported when first used, as the chain path does
+    from cvxpy_culorads.solver.driver import solve  # the engine is imported when first used, as the chain path does
 
     result = solve(model.sdp, settings)
     _store(problem, model, result, setup_time, bool(accept_unknown), max_value_bytes)

@@ -16,7 +16,7 @@ from types import ModuleType
 import numpy as np
 import scipy.sparse
 
-from .hostpasses import map_chunks, on_own_threads
+from cvxpy_culorads.hostpasses import map_chunks, on_own_threads
 
 __all__ = ["Backend", "available_devices", "copy_to_host", "gpu_available", "requested_device",
            "select_backend"]

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .hostpasses import map_chunks
-from .lowrank import LowRank
-from .problem import BlockCoefficients, SDPProblem
+from cvxpy_culorads.hostpasses import map_chunks
+from cvxpy_culorads.problem.lowrank import LowRank
+from cvxpy_culorads.problem.sdp import BlockCoefficients, SDPProblem
 
 __all__ = ["DiagonalScaling", "SCALE_SPREAD"]
 

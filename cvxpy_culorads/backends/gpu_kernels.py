@@ -1,4 +1,4 @@
-"""CuPy ``RawKernel`` twins of :class:`~cvxpy_culorads.kernels.CpuKernels` (the hot GPU kernels).
+"""CuPy ``RawKernel`` twins of :class:`~cvxpy_culorads.backends.kernels.CpuKernels` (the hot GPU kernels).
 
 All three kernels give a *group* of T lanes (T a power of two, 1..32, the smallest one with T >= min(r, 32))
 to pattern entries or a matrix row and spread the rank r over the lanes, so every access to a row of a C-ordered
@@ -27,7 +27,7 @@ import cupy
 import cupyx.scipy.sparse
 import numpy as np
 
-from .kernels import RowSpace
+from cvxpy_culorads.backends.kernels import RowSpace
 
 __all__ = ["GpuKernels", "lanes_for_rank", "sym_sample", "sym_sample_pair", "csr_matmul", "lbfgs_direction",
            "line_search_products"]
@@ -1106,7 +1106,7 @@ class Recording:
 
 
 class GpuKernels(RowSpace):
-    """CuPy ``RawKernel`` implementations with the semantics of :class:`~cvxpy_culorads.kernels.CpuKernels`.
+    """CuPy ``RawKernel`` implementations with the semantics of :class:`~cvxpy_culorads.backends.kernels.CpuKernels`.
 
     Factors are C-ordered float64 device arrays (converted when not); ``out`` arrays, when given, must be
     C-contiguous float64 of the right shape and must not alias an input. Calls are asynchronous on the current

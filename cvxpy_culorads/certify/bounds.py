@@ -37,7 +37,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .hostpasses import holds_anywhere, map_chunks, strictly_increasing
+from cvxpy_culorads.hostpasses import holds_anywhere, map_chunks, strictly_increasing
 
 __all__ = ["TraceBounds", "DualBound", "FixedDiagonals", "FixedTrace"]
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .memory import interior_point_routes
+from cvxpy_culorads.backends.memory import interior_point_routes
 
 __all__ = ["DeviceCosts", "RouteCosts"]
 

@@ -27,9 +27,9 @@ from cvxpy.reductions.solvers.conic_solvers.conic_solver import ConicSolver
 from cvxpy.reductions.solvers.solver import expand_cones
 from cvxpy.utilities.psd_utils import TriangleKind
 
-from .problem import SDPProblem
-from .result import Result, Status
-from .settings import Settings
+from cvxpy_culorads.problem.sdp import SDPProblem
+from cvxpy_culorads.result import Result, Status
+from cvxpy_culorads.settings import Settings
 
 __all__ = ["CULORADS", "SolutionMap", "register", "to_sdp_problem"]
 
@@ -333,7 +333,7 @@ class CULORADS(ConicSolver):
 
     def import_solver(self) -> None:
         """Imports the solver."""
-        from . import driver  # noqa: F401
+        from cvxpy_culorads.solver import driver  # noqa: F401
 
     def can_solve(self, problem_form) -> bool:
         """Whether the problem suits CULORADS; raises ``SolverError`` saying why not.
@@ -363,7 +363,7 @@ class CULORADS(ConicSolver):
         True reports a STALLED solve's best point as ``optimal_inaccurate`` instead of ``solver_error``); an
         unknown name raises ``ValueError``. ``warm_start`` is ignored: the engine starts from its own random factors.
         """
-        from .driver import solve
+        from cvxpy_culorads.solver.driver import solve
 
         options = {key: value for key, value in solver_opts.items() if key not in ("use_quad_obj", "accept_unknown")}
         accept_unknown = solver_opts.get("accept_unknown", False)

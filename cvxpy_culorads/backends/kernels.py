@@ -420,12 +420,12 @@ class CpuKernels(RowSpace):
 
 
 def kernels_for(backend) -> Kernels:
-    """The kernel set for a :class:`~cvxpy_culorads.backend.Backend` (a sharded backend brings its own)."""
+    """The kernel set for a :class:`~cvxpy_culorads.backends.backend.Backend` (a sharded backend brings its own)."""
     sharded = getattr(backend, "kernel_set", None)
     if sharded is not None:
         return sharded
     if backend.is_gpu:
-        from .gpu_kernels import GpuKernels
+        from cvxpy_culorads.backends.gpu_kernels import GpuKernels
         return GpuKernels()
     return CpuKernels()
 

@@ -32,7 +32,7 @@ def _register() -> None:
         # Importing the structured path registers the solve method "culorads", and its import of the chain
         # interface the solver "CULORADS". Were a module being imported right now (its own import of CVXPY got
         # here), this returns the half-run module, which registers at its end.
-        importlib.import_module(f"{__package__}.cvxpy_structured")
+        importlib.import_module(f"{__package__}.structured")
     except Exception as error:  # an incompatible CVXPY must not break the import that triggered this
         warnings.warn(f"cvxpy_culorads could not register with CVXPY (solver CULORADS, method culorads): "
                       f"{error!r}", RuntimeWarning, stacklevel=2)

@@ -15,9 +15,9 @@ import time
 import numpy as np
 import scipy.linalg
 
-from .kernels import kernels_for
-from .layout import prepare_products, symmetric_times
-from .memory import KEPT_RITZ_SHARE, affordable_lanczos_steps
+from cvxpy_culorads.backends.kernels import kernels_for
+from cvxpy_culorads.backends.memory import KEPT_RITZ_SHARE, affordable_lanczos_steps
+from cvxpy_culorads.operators.compressed import prepare_products, symmetric_times
 
 __all__ = ["conjugate_gradient", "lanczos_smallest", "lanczos_cycle_steps"]
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .measures import ProblemNorms, primal_infeasibility, relative_gap
+from cvxpy_culorads.certify.measures import ProblemNorms, primal_infeasibility, relative_gap
 
 __all__ = ["SolverState", "Progress", "PhaseOutcome", "block_ranks", "initial_rows", "widen_factor", "RANK_FACTOR",
            "SPHERES_RANK_FACTOR"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .hostpasses import abs_max
+from cvxpy_culorads.hostpasses import abs_max
 
 __all__ = ["ProblemNorms", "primal_infeasibility", "relative_gap", "worst"]
 

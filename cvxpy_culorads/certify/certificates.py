@@ -22,11 +22,17 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .kernels import kernels_for
-from .krylov import LANCZOS_CYCLES, LANCZOS_STEPS, conjugate_gradient, lanczos_cycle_steps, lanczos_smallest
-from .layout import gershgorin_radii, symmetric_times
-from .measures import ProblemNorms
-from .memory import DENSE_LIMIT, deflation_fits
+from cvxpy_culorads.backends.kernels import kernels_for
+from cvxpy_culorads.backends.memory import DENSE_LIMIT, deflation_fits
+from cvxpy_culorads.certify.measures import ProblemNorms
+from cvxpy_culorads.linalg.krylov import (
+    LANCZOS_CYCLES,
+    LANCZOS_STEPS,
+    conjugate_gradient,
+    lanczos_cycle_steps,
+    lanczos_smallest,
+)
+from cvxpy_culorads.operators.compressed import gershgorin_radii, symmetric_times
 
 __all__ = ["Eigenpair", "dual_infeasibility", "smallest_eigenpairs", "stationary_multipliers", "farkas_violations",
            "is_primal_ray"]

@@ -36,8 +36,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .alm import LBFGS
-from .state import PhaseOutcome, Progress
+from cvxpy_culorads.phases.alm import LBFGS
+from cvxpy_culorads.phases.state import PhaseOutcome, Progress
 
 __all__ = ["RiemannianPhase", "Spheres"]
 

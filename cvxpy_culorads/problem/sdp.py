@@ -23,8 +23,8 @@ from typing import NamedTuple
 import numpy as np
 import scipy.sparse as sp
 
-from .hostpasses import abs_max, abs_sum, map_chunks, squares_sum
-from .lowrank import LowRank, SparsePlusLowRank
+from cvxpy_culorads.hostpasses import abs_max, abs_sum, map_chunks, squares_sum
+from cvxpy_culorads.problem.lowrank import LowRank, SparsePlusLowRank
 
 __all__ = ["SDPProblem", "BlockCoefficients", "LowRankCoefficients", "lower_coordinates", "sum_duplicates"]
 

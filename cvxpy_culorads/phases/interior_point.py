@@ -23,11 +23,11 @@ import math
 import numpy as np
 import scipy.sparse as sp
 
-from .backend import select_backend
-from .measures import relative_gap
-from .memory import interior_point_groups, route_entries
-from .problem import BlockCoefficients
-from .state import Progress, SolverState
+from cvxpy_culorads.backends.backend import select_backend
+from cvxpy_culorads.backends.memory import interior_point_groups, route_entries
+from cvxpy_culorads.certify.measures import relative_gap
+from cvxpy_culorads.phases.state import Progress, SolverState
+from cvxpy_culorads.problem.sdp import BlockCoefficients
 
 __all__ = ["InteriorPointPhase"]
 
