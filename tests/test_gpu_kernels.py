@@ -20,8 +20,9 @@ import cupyx.scipy.sparse  # noqa: E402
 
 from cvxpy_culorads import SDPProblem, Settings, solve  # noqa: E402
 from cvxpy_culorads.backends import gpu_kernels as gk  # noqa: E402
+from cvxpy_culorads.backends.cpu_kernels import CpuKernels  # noqa: E402
 from cvxpy_culorads.backends.gpu_kernels import GpuKernels  # noqa: E402
-from cvxpy_culorads.backends.kernels import CpuKernels, Kernels, check_capabilities  # noqa: E402
+from cvxpy_culorads.backends.kernels import Kernels, check_capabilities  # noqa: E402
 
 
 def test_the_gpu_kernel_set_meets_the_contract_and_refuses_more_lbfgs_pairs_than_it_takes():

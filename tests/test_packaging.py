@@ -1,17 +1,22 @@
 """Packaging and start-up: CVXPY is imported only when the program imports it, yet ``solver="CULORADS"`` and
-``method="culorads"`` work in either import order; the version comes from the installed metadata.
+``method="culorads"`` work in either import order; the version comes from the installed metadata; the GPU kernels'
+CUDA sources ship as package data.
 
 Import-order tests run in a fresh interpreter: in this one, pytest has imported CVXPY long ago.
 """
 from __future__ import annotations
 
+import fnmatch
 import subprocess
 import sys
 import textwrap
-from importlib import metadata
+from importlib import metadata, resources
 from pathlib import Path
 
+import pytest
+
 import cvxpy_culorads
+from cvxpy_culorads.backends import gpu_sources
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -93,3 +98,25 @@ def test_failed_registration_warns_and_leaves_cvxpy_importable():
 
 def test_version_is_the_installed_metadata():
     assert cvxpy_culorads.__version__ == metadata.version("cvxpy_culorads")
+
+
+def test_every_cuda_source_the_gpu_kernels_name_is_package_data():
+    directory = resources.files(gpu_sources.CUDA_PACKAGE)
+    shipped = sorted(entry.name for entry in directory.iterdir() if entry.name.endswith(".cu"))
+    assert shipped == sorted(gpu_sources.CUDA_FILES)  # none missing, none left over
+    for name in gpu_sources.CUDA_FILES:
+        text = (directory / name).read_text(encoding="utf-8")
+        assert text.strip(), f"{name} is empty"
+        assert gpu_sources.cuda_file(name) == text
+
+
+def test_the_package_data_table_ships_the_cuda_sources():
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    table = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
+    globs = []  # (the CUDA package's path below the table's package, pattern)
+    for package, patterns in table.items():
+        if gpu_sources.CUDA_PACKAGE == package or gpu_sources.CUDA_PACKAGE.startswith(package + "."):
+            below = gpu_sources.CUDA_PACKAGE[len(package) + 1:].replace(".", "/")
+            globs += [(below + "/" if below else "", pattern) for pattern in patterns]
+    for name in gpu_sources.CUDA_FILES:
+        assert any(fnmatch.fnmatch(below + name, pattern) for below, pattern in globs), (name, table)

@@ -16,9 +16,11 @@ from types import ModuleType
 import numpy as np
 import scipy.sparse
 
+from cvxpy_culorads.backends.cpu_kernels import CpuKernels
+from cvxpy_culorads.backends.kernels import Kernels
 from cvxpy_culorads.hostpasses import map_chunks, on_own_threads
 
-__all__ = ["Backend", "available_devices", "copy_to_host", "gpu_available", "requested_device",
+__all__ = ["Backend", "available_devices", "copy_to_host", "gpu_available", "kernels_for", "requested_device",
            "select_backend"]
 
 ENV_DEVICE = "CULORADS_DEVICE"
@@ -80,12 +82,28 @@ class Backend:
         pool = self.xp.get_default_memory_pool()
         return int(free + pool.free_bytes())
 
+    def kernels(self) -> Kernels:
+        """A kernel set for this backend's arrays."""
+        return _kernel_set(self.name)
+
     def describe(self) -> str:
         if not self.is_gpu:
             return "cpu (NumPy/SciPy)"
         props = self.xp.cuda.runtime.getDeviceProperties(self.xp.cuda.Device().id)
         name = props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
         return f"gpu ({name}, CuPy {self.xp.__version__})"
+
+
+def _kernel_set(name: str) -> Kernels:
+    if name == "gpu":
+        from cvxpy_culorads.backends.gpu_kernels import GpuKernels  # imports CuPy: only where a GPU is used
+        return GpuKernels()
+    return CpuKernels()
+
+
+def kernels_for(backend) -> Kernels:
+    """The kernel set of ``backend`` (one device's or a split backend's)."""
+    return backend.kernels()
 
 
 STAGE_BYTES = 64 << 20  # a pinned staging buffer of copy_to_host; each array copied takes two

@@ -1,44 +1,54 @@
-"""The hot kernels, with one NumPy reference twin each.
+"""The kernel contract: what the phases, the eigensolver and the certificates ask of a backend's hot kernels.
 
-Two operations dominate every iteration of both phases:
-
-- the *sampled symmetric product*: for positions p = (row_p, col_p) of the pattern Omega,
-  ``w_p = (U[row_p] . V[col_p] + U[col_p] . V[row_p]) / 2``, i.e. sym(U V') sampled on Omega, in
-  |Omega| * r flops instead of n^2 r (two pairs at once for the line search, which reads the
-  factors once);
-- the *row-major CSR times dense product* ``S @ V`` with V stored row-major (n x r, C order).
-
-Around them each step of the phases does a little vector algebra (the L-BFGS two-loop recursion, the
-scalars of the exact line search, the updates of the iterate, the gather of the adjoint's values, the
-CG updates). On the GPU every separate array operation costs a launch (~20 us) whatever its size, so
-these come as fused operations too; the CPU versions are the plain NumPy formulas the phases used before.
-
-``kernels_for(backend)`` returns the implementation for a backend: NumPy/SciPy on the CPU; CuPy
-``RawKernel``s on the GPU (one warp per pattern entry or matrix row, lanes over the rank, so every
-access to a factor row is contiguous). The CPU versions are the references the GPU tests compare with.
+Two operations dominate every iteration of both phases: the *sampled symmetric product* (for positions
+p = (row_p, col_p) of the pattern Omega, ``w_p = (U[row_p] . V[col_p] + U[col_p] . V[row_p]) / 2``, i.e.
+sym(U V') sampled on Omega, in |Omega| r flops instead of n^2 r) and the *row-major CSR times dense product*
+``S @ V``. Around them each step does a little vector algebra (the L-BFGS two-loop recursion, the exact line
+search's scalars, the iterate's updates, the adjoint's gathers, the CG and Lanczos updates), which comes as fused
+operations because on the GPU every array operation costs a launch. :class:`Kernels` is that contract; each set
+declares the :class:`Capability` values it has, and the solver's plan checks them in one place
+(:func:`missing_capabilities`). The sets are :class:`~cvxpy_culorads.backends.cpu_kernels.CpuKernels` (the NumPy
+references), :class:`~cvxpy_culorads.backends.gpu_kernels.GpuKernels` (CuPy ``RawKernel``s) and the split set of
+:mod:`cvxpy_culorads.distributed`; a backend hands out its own (``Backend.kernels``).
 """
 from __future__ import annotations
 
-import time
+import enum
 from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-__all__ = ["Kernels", "CpuKernels", "RowSpace", "kernels_for", "check_capabilities", "hashed_uniform",
-           "LINE_SEARCH_ROW_SCALARS"]
+__all__ = ["Kernels", "Capability", "ALL_CAPABILITIES", "CAPABILITY_METHODS", "RowSpace", "missing_capabilities",
+           "undeclared_gaps", "check_capabilities",
+           "hashed_uniform", "symmetric_from_upper", "lbfgs_coefficients", "LINE_SEARCH_ROW_SCALARS"]
 
-_CHUNK = 1 << 16  # pattern entries per NumPy pass: bounds the |chunk| x r temporaries
+
+class Capability(enum.Enum):
+    """What a kernel set may lack; a plan that needs a capability its set lacks picks another route or refuses. The
+    Protocol's methods that belong to each are in :data:`CAPABILITY_METHODS`."""
+
+    SPHERES = "spheres"  # phase I on the trace sphere
+    DEFLATION = "deflation"  # eigenvalue problems deflated against the factor's range
+    PHASE_II = "phase_ii"  # the ADMM phase (its conjugate gradients' updates)
+    INTERIOR_POINT = "interior_point"  # the dense interior-point method on the backend's arrays
+    # kernels on one device's whole arrays, called by an operator or inside a composite kernel: a split set has its
+    # shards' own sets run them, each on its part
+    WHOLE_ARRAYS = "whole_arrays"
+
+
+CAPABILITY_METHODS = {
+    Capability.SPHERES: frozenset({"sphere_line_search_products", "remove_normal"}),
+    Capability.DEFLATION: frozenset({"project_out"}),
+    Capability.PHASE_II: frozenset({"cg_step", "cg_direction"}),
+    Capability.INTERIOR_POINT: frozenset(),
+    Capability.WHOLE_ARRAYS: frozenset({"sym_sample", "sym_sample_pair", "row_dots", "gather_values", "scatter_add",
+                                        "gather_rows", "lbfgs_gram", "lbfgs_recursion", "lbfgs_combine", "basis_dot",
+                                        "basis_subtract"}),
+}
+ALL_CAPABILITIES = frozenset(Capability)
+
+
 LINE_SEARCH_ROW_SCALARS = slice(6, 8)  # the entries of line_search_products that are sums over the rows
-
-
-def _rows(X, index):
-    """X[index] for a 2-D X: ``take`` along the rows is about 3x faster than fancy indexing in NumPy."""
-    return np.take(X, index, axis=0)
-
-
-def _row_dots(A, B):
-    """The dot products of corresponding rows."""
-    return np.einsum("ij,ij->i", A, B)
 
 
 @runtime_checkable
@@ -48,10 +58,12 @@ class Kernels(Protocol):
     arguments. Every method returns the same shapes on every backend; ``lbfgs_pair``'s record is opaque (only
     ``lbfgs_direction`` of the same kernel set reads it).
 
-    Capabilities, checked against the settings before a solve (:func:`check_capabilities`):
-    ``max_lbfgs_memory``, the most L-BFGS pairs ``lbfgs_direction`` takes (None: no limit).
+    Declared capabilities, checked by the plan before a solve: ``capabilities``, the :class:`Capability` values
+    the set implements (a method outside them may be absent), and ``max_lbfgs_memory``, the most L-BFGS pairs
+    ``lbfgs_direction`` takes (None: no limit; :func:`check_capabilities`).
     """
 
+    capabilities: frozenset[Capability]
     max_lbfgs_memory: int | None
 
     def sym_sample(self, rows, cols, U, V, out=None): ...
@@ -166,270 +178,6 @@ class RowSpace:
         return out
 
 
-class CpuKernels(RowSpace):
-    """NumPy/SciPy implementations (also the reference for the GPU kernels)."""
-
-    max_lbfgs_memory = None
-
-    @staticmethod
-    def sym_sample(rows, cols, U, V, out=None):
-        """w_p = (U[r].V[c] + U[c].V[r]) / 2 over the pattern; ``V is None`` means V = U."""
-        out = np.empty(rows.size) if out is None else out
-        for s in range(0, rows.size, _CHUNK):
-            r, c = rows[s:s + _CHUNK], cols[s:s + _CHUNK]
-            if V is None:
-                out[s:s + _CHUNK] = _row_dots(_rows(U, r), _rows(U, c))
-            else:
-                out[s:s + _CHUNK] = 0.5 * (_row_dots(_rows(U, r), _rows(V, c)) + _row_dots(_rows(U, c), _rows(V, r)))
-        return out
-
-    @staticmethod
-    def sym_sample_pair(rows, cols, R, D, out=None):
-        """Two columns at once: ``out[:, 0] = sym(R D')`` and ``out[:, 1] = D D'`` on the pattern."""
-        out = np.empty((rows.size, 2)) if out is None else out
-        for s in range(0, rows.size, _CHUNK):
-            r, c = rows[s:s + _CHUNK], cols[s:s + _CHUNK]
-            Dr, Dc = _rows(D, r), _rows(D, c)
-            out[s:s + _CHUNK, 0] = 0.5 * (_row_dots(_rows(R, r), Dc) + _row_dots(_rows(R, c), Dr))
-            out[s:s + _CHUNK, 1] = _row_dots(Dr, Dc)
-        return out
-
-    @staticmethod
-    def csr_matmul(matrix, V, out=None, alpha=1.0, addend=None, beta=0.0):
-        """``matrix @ V`` for a SciPy CSR matrix and a C-ordered dense V, or ``alpha * (matrix @ V) + beta *
-        addend`` when an addend is given (one pass on the GPU)."""
-        result = matrix @ V
-        if addend is not None:
-            result *= alpha
-            result += beta * addend
-        if out is None:
-            return np.ascontiguousarray(result)
-        out[...] = result
-        return out
-
-    @staticmethod
-    def prepare_products(matrix) -> None:
-        """Makes ``matrix`` ready for many :meth:`csr_matmul` products before they are recorded (nothing to do on the
-        CPU)."""
-
-    # ------------------------------------------------------------------ fused vector algebra
-    @staticmethod
-    def lbfgs_pair(s, y):
-        """The record of one L-BFGS pair for :meth:`lbfgs_direction`, with its weights 1/s'y and s'y/y'y;
-        a pair with too little curvature (s'y <= 1e-12 ||s|| ||y||) gets weight zero (and gamma 1)."""
-        sy, yy, ss = np.vdot(s, y), np.vdot(y, y), np.vdot(s, s)
-        ok = sy > 1e-12 * np.sqrt(ss * yy)
-        return s, y, np.where(ok, 1.0 / np.where(ok, sy, 1.0), 0.0), np.where(ok, sy / np.where(ok, yy, 1.0), 1.0)
-
-    @staticmethod
-    def lbfgs_direction(G, pairs, products):
-        """D = -H G by the two-loop recursion (H0 = gamma I of the newest pair; ``pairs`` from
-        :meth:`lbfgs_pair`, oldest first); writes (<G, G>, <D, G>) to ``products``."""
-        q = G.copy()
-        alphas = []
-        for s, y, inv_sy, _ in reversed(pairs):
-            alpha = inv_sy * np.vdot(s, q)
-            q -= alpha * y
-            alphas.append(alpha)
-        if pairs:
-            q *= pairs[-1][3]
-        for (s, y, inv_sy, _), alpha in zip(pairs, reversed(alphas)):
-            q += (alpha - inv_sy * np.vdot(y, q)) * s
-        q *= -1.0
-        products[0], products[1] = np.vdot(G, G), np.vdot(q, G)
-        return q
-
-    @staticmethod
-    def lbfgs_gram(vectors, out):
-        """The upper triangle of the Gram matrix of ``vectors`` (arrays of one shape), row by row, in ``out``."""
-        rows, cols = np.triu_indices(len(vectors))
-        out[:] = [np.vdot(vectors[a], vectors[b]) for a, b in zip(rows, cols)]
-        return out
-
-    @staticmethod
-    def lbfgs_recursion(upper, count, products):
-        """:func:`lbfgs_coefficients` of the ``count`` x ``count`` Gram matrix whose upper triangle, row by row, is
-        ``upper``: returns the coefficients and writes (<G, G>, <D, G>) to ``products``."""
-        coefficients, products[0], products[1] = lbfgs_coefficients(symmetric_from_upper(upper, count))
-        return coefficients
-
-    @staticmethod
-    def lbfgs_combine(vectors, coefficients):
-        """sum_j coefficients[j] vectors[j]."""
-        out = coefficients[0] * vectors[0]
-        for c, v in zip(coefficients[1:], vectors[1:]):
-            out += c * v
-        return out
-
-    @staticmethod
-    def line_search_products(AW, Avals, b, lam, rho, R, D, CD, out):
-        """The scalars of the exact line search in ``out`` (9 entries): with res = Avals - b,
-        q0 = lam / rho - res, q1 = 2 AW[:, 0], q2 = AW[:, 1]: q0.q1, q0.q2, q1.q1, q1.q2, q2.q2, res.res,
-        then <R, CD>, <D, CD> (= <C, sym(R D')>, <C, D D'> with CD = C D) and b.lam."""
-        residual = Avals - b
-        Q = np.stack([lam / rho - residual, 2.0 * AW[:, 0], AW[:, 1], residual], axis=1)
-        gram = Q.T @ Q
-        out[:6] = gram[0, 1], gram[0, 2], gram[1, 1], gram[1, 2], gram[2, 2], gram[3, 3]
-        out[LINE_SEARCH_ROW_SCALARS] = np.vdot(R, CD), np.vdot(D, CD)
-        out[8] = b @ lam
-        return out
-
-    @staticmethod
-    def sphere_line_search_products(AW, Avals, b, lam, R, D, CD, out):
-        """The scalars of the line search on the trace sphere in ``out`` (28 entries): the Gram matrix of
-        (lam, b, a0, q1, q2) row by row (a0 = Avals, q1 = 2 AW[:, 0], q2 = AW[:, 1]: A((R + t D)(R + t D)') =
-        a0 + t q1 + t^2 q2), then <R, CD>, <D, CD> and <D, D>."""
-        Q = np.stack([lam, b, Avals, 2.0 * AW[:, 0], AW[:, 1]])
-        out[:25] = (Q @ Q.T).ravel()
-        out[25:28] = np.vdot(R, CD), np.vdot(D, CD), np.vdot(D, D)
-        return out
-
-    @staticmethod
-    def remove_normal(Z, R, size, normal, multiplier=None, weight=0.0):
-        """Z -= (<Z, R> / size) R in place (the tangent part of Z at a point R of the sphere ||R||_F^2 = size); the
-        1-entry array ``normal`` gets <Z, R> / size, and a 1-entry ``multiplier``, when given, weight times that
-        added. Returns Z."""
-        normal[0] = np.vdot(Z, R) / size
-        Z -= normal[0] * R
-        if multiplier is not None:
-            multiplier += weight * normal[0]
-        return Z
-
-    @staticmethod
-    def advance(R, D, tau, Avals, AW):
-        """D *= tau (the step), R += D and Avals += tau (2 AW[:, 0]) + tau^2 AW[:, 1] in place; returns D (the
-        direction's memory is the step's: one n x r array less at n = 1e8 is 4 GB)."""
-        D *= tau
-        R += D
-        Avals += tau * (2.0 * AW[:, 0]) + tau * tau * AW[:, 1]
-        return D
-
-    @staticmethod
-    def shifted_residual(Avals, b, lam, rho):
-        """rho (Avals - b) - lam."""
-        return rho * (Avals - b) - lam
-
-    @staticmethod
-    def gather_values(t, gather, weight):
-        """weight * t[gather]."""
-        data = np.take(t, gather)
-        if weight != 1.0:
-            data *= weight
-        return data
-
-    @staticmethod
-    def scatter_add(out, index, values):
-        """out[index] += values in place, repeated indices adding up, without temporaries of out's size."""
-        np.add.at(out, index, values)
-
-    @staticmethod
-    def gather_rows(V, index, dtype):
-        """The rows ``index`` of V in a new C-ordered array of ``dtype`` (rounded when narrower). Not np.take with a
-        float32 ``out``: NumPy 2 then warns of invalid values in the cast of finite ones."""
-        return np.take(V, index, axis=0).astype(dtype, copy=False)
-
-    @staticmethod
-    def scale_add(x, a, y, b):
-        """x = a x + b y in place (returns x)."""
-        x *= a
-        x += b * y
-        return x
-
-    @staticmethod
-    def cg_step(x, r, p, Ap, rr, pAp):
-        """x += alpha p, r -= alpha Ap in place, with alpha = rr / pAp (0 when pAp = 0: p = 0, the solve was
-        exact already; the iterations between two convergence checks run on)."""
-        alpha = rr / pAp if pAp > 0.0 else 0.0
-        x += alpha * p
-        r -= alpha * Ap
-
-    @staticmethod
-    def cg_direction(p, r, rr_new, rr):
-        """p = (rr_new / rr) p + r in place (p = r when rr = 0)."""
-        p *= rr_new / rr if rr > 0.0 else 0.0
-        p += r
-
-    @staticmethod
-    def lanczos_extend(basis, j, w, projection, complement):
-        """One Lanczos step past w = S basis[j] (changed in place): two passes of classical Gram-Schmidt against
-        basis[:j + 1], the second after ``complement(w)`` (twice is enough: Kahan-Parlett); their coefficients go
-        to projection[:j + 1, j], the norm of what is left to projection[j + 1, j] and the normalised rest to
-        basis[j + 1] (inf or NaN past a breakdown, which the caller finds in the norm)."""
-        k = j + 1
-        first = CpuKernels.basis_subtract(basis, k, CpuKernels.basis_dot(basis, k, w, np.empty(k)), w)
-        second = CpuKernels.basis_subtract(basis, k, CpuKernels.basis_dot(basis, k, complement(w), np.empty(k)), w)
-        projection[:k, j] = first + second
-        projection[j + 1, j] = np.linalg.norm(w)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            np.divide(w, projection[j + 1, j], out=basis[j + 1])
-
-    @staticmethod
-    def basis_dot(V, k: int, w, out):
-        """out = V[:k] w (a k-vector) for a C-ordered stack of vectors V; returns out."""
-        return np.matmul(V[:k], w, out=out)
-
-    @staticmethod
-    def basis_subtract(V, k: int, c, w):
-        """w -= V[:k]' c in place (one pass of Gram-Schmidt's update); returns c."""
-        w -= V[:k].T @ c
-        return c
-
-    @staticmethod
-    def project_out(V, w):
-        """w -= V' (V w) in place for a C-ordered k x n V (returns w)."""
-        w -= V.T @ (V @ w)
-        return w
-
-    @staticmethod
-    def lanczos_cycle(step, first, stop, rows, deadline, recorded):
-        """step(j) for j = first, ..., stop - 1, in order, on vectors of ``rows`` entries; returns the j after the
-        last step run: ``stop``, or less once the clock (``time.perf_counter``) has passed ``deadline`` (one cycle
-        of n = 3e5 takes 1.5 s on a CPU). ``recorded``: the caller's dict of replays (unused here); every call
-        with the same (first, stop) must mean the same steps on the same arrays."""
-        for j in range(first, stop):
-            step(j)
-            if j + 1 < stop and time.perf_counter() >= deadline:
-                return j + 1
-        return stop
-
-    # ------------------------------------------------------------------ rows of a product of spheres
-    @staticmethod
-    def row_dots(U, V):
-        """u_i . v_i for every row i (U, V of one n x r shape)."""
-        return _row_dots(U, V)
-
-    @staticmethod
-    def sphere_tangent(Z, X, squares, scale, out):
-        """out_i = scale (z_i - (z_i . x_i / squares_i) x_i) for every row i (the tangent part of z_i at the row x_i
-        of norm sqrt(squares_i)); ``out`` may be Z."""
-        along = _row_dots(Z, X) / squares
-        np.multiply(Z - along[:, None] * X, scale, out=out)
-        return out
-
-    @staticmethod
-    def sphere_retract(X, D, tau, roots, out):
-        """out_i = roots_i (x_i + tau d_i) / |x_i + tau d_i| for every row i (a zero row becomes roots_i e_1)."""
-        np.add(X, tau * D, out=out)
-        norms = np.sqrt(_row_dots(out, out))
-        zero = norms == 0.0
-        out[zero] = 0.0
-        out[zero, 0] = 1.0
-        norms[zero] = 1.0
-        out *= (roots / norms)[:, None]
-        return out
-
-
-def kernels_for(backend) -> Kernels:
-    """The kernel set for a :class:`~cvxpy_culorads.backends.backend.Backend` (a sharded backend brings its own)."""
-    sharded = getattr(backend, "kernel_set", None)
-    if sharded is not None:
-        return sharded
-    if backend.is_gpu:
-        from cvxpy_culorads.backends.gpu_kernels import GpuKernels
-        return GpuKernels()
-    return CpuKernels()
-
-
 def symmetric_from_upper(upper, count: int) -> np.ndarray:
     """The symmetric ``count`` x ``count`` host matrix whose upper triangle, row by row, is ``upper``."""
     out = np.empty((count, count))
@@ -463,9 +211,22 @@ def lbfgs_coefficients(gram: np.ndarray) -> tuple[np.ndarray, float, float]:
     return c, float(gram[0, 0]), float(gram[0] @ c)
 
 
+def missing_capabilities(kernels: Kernels, needed) -> frozenset[Capability]:
+    """The capabilities in ``needed`` that ``kernels`` does not declare."""
+    return frozenset(needed) - kernels.capabilities
+
+
+def undeclared_gaps(kernels) -> frozenset[str]:
+    """The :class:`Kernels` methods that ``kernels`` lacks although no capability it leaves out covers them: empty for
+    a set that keeps the contract."""
+    excused = set().union(*(CAPABILITY_METHODS[c] for c in ALL_CAPABILITIES - kernels.capabilities))
+    required = {name for name in dir(Kernels) if not name.startswith("_") and callable(getattr(Kernels, name))}
+    return frozenset(name for name in required - excused if not callable(getattr(kernels, name, None)))
+
+
 def check_capabilities(kernels: Kernels, settings, device: str) -> None:
     """Refuse settings that ``kernels`` cannot run, with a ValueError naming the setting (before the solve starts,
     not in the middle of it)."""
     limit = kernels.max_lbfgs_memory
-    if limit is not None and settings.lbfgs_memory > limit:
-        raise ValueError(f"lbfgs_memory must be at most {limit} on {device}, got {settings.lbfgs_memory}")
+    if limit is not None and settings.lorads.lbfgs_memory > limit:
+        raise ValueError(f"lbfgs_memory must be at most {limit} on {device}, got {settings.lorads.lbfgs_memory}")

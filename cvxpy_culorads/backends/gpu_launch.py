@@ -1,0 +1,51 @@
+"""Compilation and launch geometry of the GPU kernels: :func:`kernel` compiles a kernel (a template instantiation,
+named by its C++ name expression) from :func:`~cvxpy_culorads.backends.gpu_sources.kernel_source` with NVRTC on
+first use and keeps it for the process, per device (CuPy also caches the binaries on disk); :func:`lanes_for_rank`
+and :func:`grid` size the launches of the kernels that give a pattern entry or a row a group of lanes."""
+from __future__ import annotations
+
+import functools
+
+import cupy
+
+from cvxpy_culorads.backends.gpu_sources import kernel_source
+
+__all__ = ["BLOCK", "kernel", "lanes_for_rank", "grid", "multiprocessors"]
+
+BLOCK = 256  # threads per block; a multiple of 32 so that no lane group straddles two warps
+
+_MODULES: dict = {}  # name expression -> cupy.RawModule, each compiled on first use (NVRTC)
+_FUNCS: dict = {}  # (device id, name expression) -> cupy.RawKernel
+
+
+def kernel(name: str):
+    """The kernel of C++ name expression ``name`` (``"sym_sample_kernel<int, int, 32, 8, true>"``) on the current
+    device, compiled on first use."""
+    key = (cupy.cuda.Device().id, name)
+    fn = _FUNCS.get(key)
+    if fn is None:
+        mod = _MODULES.get(name)
+        if mod is None:
+            mod = _MODULES[name] = cupy.RawModule(code=kernel_source(), options=("--std=c++14",),
+                                                  name_expressions=[name])
+        fn = _FUNCS[key] = mod.get_function(name)
+    return fn
+
+
+def lanes_for_rank(r: int) -> int:
+    """Lanes per entry/row: the smallest power of two >= min(r, 32)."""
+    t = 1
+    while t < min(max(int(r), 1), 32):
+        t *= 2
+    return t
+
+
+def grid(groups: int, lanes: int) -> tuple[int]:
+    """The grid of ``BLOCK``-thread blocks that gives each of ``groups`` groups its ``lanes`` lanes."""
+    return (-(-(groups * lanes) // BLOCK),)
+
+
+@functools.cache
+def multiprocessors(device_id: int) -> int:
+    """The device's streaming multiprocessors (the grid caps of the grid-stride kernels are per multiprocessor)."""
+    return cupy.cuda.runtime.getDeviceProperties(device_id)["multiProcessorCount"]

@@ -1,0 +1,261 @@
+"""The fused vector algebra of the phases on the GPU: elementwise updates rounded as CpuKernels rounds them,
+deterministic grid-wide reductions (the L-BFGS Gram pass and recursion, the line searches' scalars, the sphere's
+normal component, the Gram-Schmidt passes and norms of Lanczos steps) and the per-row kernels of the product of
+spheres. The reductions keep per-device tickets that are always left at zero and never reallocated, so that
+recorded CUDA graphs can hold their address."""
+from __future__ import annotations
+
+import cupy
+import numpy as np
+
+from cvxpy_culorads.backends.gpu_launch import BLOCK, grid, kernel, lanes_for_rank, multiprocessors
+
+# Elementwise updates spell out the unfused rounding (__dmul_rn / __dadd_rn: no contraction into an FMA), so they
+# give bit for bit what the separate array operations of CpuKernels give.
+ADVANCE_FACTOR = cupy.ElementwiseKernel(
+    "float64 tau", "float64 d, float64 r", "d = __dmul_rn(tau, d); r = __dadd_rn(r, d);", "culorads_advance_factor")
+ADVANCE_VALUES = cupy.ElementwiseKernel(
+    "raw float64 aw, float64 tau, float64 tau2", "float64 a",
+    "a = __dadd_rn(a, __dadd_rn(__dmul_rn(tau, 2.0 * aw[2 * i]), __dmul_rn(tau2, aw[2 * i + 1])));",
+    "culorads_advance_values")
+SHIFTED_RESIDUAL = cupy.ElementwiseKernel(
+    "float64 a, float64 b, float64 lam, float64 rho", "float64 y",
+    "y = __dsub_rn(__dmul_rn(rho, __dsub_rn(a, b)), lam);", "culorads_shifted_residual")
+GATHER_VALUES = cupy.ElementwiseKernel(
+    "raw float64 t, I g, float64 weight", "float64 out", "out = weight * t[g];", "culorads_gather_values")
+GATHER_ROWS = cupy.ElementwiseKernel(
+    "raw T v, raw I index, int64 width", "F out", "out = (F)v[index[i / width] * width + i % width];",
+    "culorads_gather_rows")
+SCALE_ADD = cupy.ElementwiseKernel(
+    "float64 a, float64 y, float64 b", "float64 x", "x = __dadd_rn(__dmul_rn(a, x), __dmul_rn(b, y));",
+    "culorads_scale_add")
+CG_STEP = cupy.ElementwiseKernel(
+    "raw float64 rr, raw float64 pap, float64 p, float64 ap", "float64 x, float64 r",
+    "const double alpha = pap[0] > 0.0 ? rr[0] / pap[0] : 0.0;"  # p = 0: the solve was exact already
+    "x = __dadd_rn(x, __dmul_rn(alpha, p)); r = __dsub_rn(r, __dmul_rn(alpha, ap));",
+    "culorads_cg_step")
+CG_DIRECTION = cupy.ElementwiseKernel(
+    "raw float64 rr_new, raw float64 rr, float64 r", "float64 p",
+    "p = __dadd_rn(__dmul_rn(p, rr[0] > 0.0 ? rr_new[0] / rr[0] : 0.0), r);", "culorads_cg_direction")
+# a thread per row: at the narrow ranks where the split spheres sample, a warp's reads share cache lines (why not
+# einsum: docs/decisions/gpu-kernels-row-dots.md)
+_ROW_DOTS = cupy.ElementwiseKernel(
+    "raw float64 u, raw float64 v, int64 width", "float64 out",
+    "const long long base = i * width; double s = 0.0;"
+    "for (long long j = 0; j < width; ++j) s += u[base + j] * v[base + j];"
+    "out = s;", "culorads_row_dots")
+_SUBTRACT_ALONG = cupy.ElementwiseKernel(
+    "raw float64 c, float64 r", "float64 z", "z = z - c[0] * r;", "culorads_subtract_along")
+DIVIDE_BY = cupy.ElementwiseKernel(
+    "float64 w, raw float64 norm", "float64 out", "out = w / norm[0];", "culorads_divide_by")
+
+REDUCE_THREADS = 256  # the reduction kernels' block size (their warp_sums table assumes 8 warps)
+REDUCE_BLOCKS_PER_SM = 2  # grid cap of the grid-stride reductions: enough loads in flight, few partial sums
+LBFGS_MAX_VECTORS = 9  # G and up to 4 (s, y) pairs: the kernels take that many pointers
+LINE_SEARCH_SCALARS = 9
+SPHERE_SCALARS, SPHERE_SUMS = 28, 18  # entries written by sphere_line_search_products, distinct sums among them
+_TICKETS: dict = {}  # device id -> the uint32 ticket of the last-block reductions (always left at zero)
+
+
+def _ticket():
+    device = cupy.cuda.Device()
+    ticket = _TICKETS.get(device.id)
+    if ticket is None:
+        ticket = _TICKETS[device.id] = cupy.zeros(1, dtype=np.uint32)
+    return ticket
+
+
+def _reduce_grid(length: int) -> int:
+    cap = REDUCE_BLOCKS_PER_SM * multiprocessors(cupy.cuda.Device().id)
+    return max(1, min(-(-length // REDUCE_THREADS), cap))
+
+
+def _vector_args(vectors):
+    """The kernels' nine pointer arguments: the vectors, padded with the first one (never read)."""
+    return tuple(vectors) + (vectors[0],) * (LBFGS_MAX_VECTORS - len(vectors))
+
+
+def _checked_lbfgs_vectors(vectors):
+    if len(vectors) > LBFGS_MAX_VECTORS:
+        raise ValueError(f"the GPU L-BFGS keeps at most {(LBFGS_MAX_VECTORS - 1) // 2} pairs, "
+                         f"got {(len(vectors) - 1) // 2}")
+    if any(not v.flags.c_contiguous or v.shape != vectors[0].shape for v in vectors):
+        raise ValueError("L-BFGS vectors must be C-contiguous arrays of one shape")
+    return len(vectors), vectors[0].size
+
+
+def _lbfgs_gram_pass(vectors, recurse: bool, coef, products):
+    K, L = _checked_lbfgs_vectors(vectors)
+    blocks = _reduce_grid(L)
+    partial = cupy.empty(blocks * K * (K + 1) // 2)
+    kernel(f"lbfgs_gram_kernel<{K}, {'true' if recurse else 'false'}>")(
+        (blocks,), (REDUCE_THREADS,), _vector_args(vectors) + (np.int64(L), partial, _ticket(), coef, products))
+
+
+def lbfgs_recursion(upper, count: int, products):
+    """:meth:`GpuKernels.lbfgs_recursion`: one thread on the device, nothing read back."""
+    if not 1 <= count <= LBFGS_MAX_VECTORS or count % 2 == 0 or upper.size != count * (count + 1) // 2 \
+            or products.size != 2 or upper.dtype != np.float64 or products.dtype != np.float64:
+        raise ValueError("lbfgs_recursion: inconsistent arguments")
+    coef = cupy.empty(count)
+    kernel(f"lbfgs_recursion_kernel<{count}>")((1,), (1,), (cupy.ascontiguousarray(upper), coef, products))
+    return coef
+
+
+def lbfgs_combine(vectors, coef):
+    """sum_j coef[j] vectors[j] (``coef`` a device vector) in one pass."""
+    K, L = _checked_lbfgs_vectors(vectors)
+    out = cupy.empty_like(vectors[0])
+    kernel(f"lbfgs_combine_kernel<{K}>")((_reduce_grid(L),), (REDUCE_THREADS,), _vector_args(vectors) + (
+        np.int64(L), coef, out))
+    return out
+
+
+def lbfgs_direction(G, pairs, products):
+    """:meth:`GpuKernels.lbfgs_direction`: one Gram pass with the recursion in its epilogue, one combination."""
+    vectors = [G] + [v for pair in pairs for v in pair]
+    coef = cupy.empty(len(vectors))
+    _lbfgs_gram_pass(vectors, True, coef, products)
+    return lbfgs_combine(vectors, coef)
+
+
+def lbfgs_gram(vectors, out):
+    """:meth:`GpuKernels.lbfgs_gram`: the upper triangle of the vectors' Gram matrix, row by row, in one pass."""
+    _lbfgs_gram_pass(vectors, False, out, out)  # without the recursion the kernel writes no products
+    return out
+
+
+def _line_search_pass(what: str, kernel_name: str, scalars: int, sums: int, AW, Avals, b, lam, R, D, CD, out,
+                      constants=()):
+    """Checks the arguments of a line search's scalars and launches the kernel ``kernel_name``: one reduction over
+    the m constraints and the n r factor entries, ``sums`` partial sums per block, ``scalars`` entries written to
+    ``out``; ``constants`` go between lam and m (the ALM line search's rho)."""
+    m, L = Avals.size, R.size
+    arrays = (AW, Avals, b, lam, R, D, CD, out)
+    if any(not x.flags.c_contiguous or x.dtype != np.float64 for x in arrays) or AW.shape != (m, 2) \
+            or D.size != L or CD.size != L or b.size != m or lam.size != m or out.size != scalars:
+        raise ValueError(f"{what}: inconsistent or non-contiguous float64 arguments")
+    blocks = _reduce_grid(max(m, L))
+    partial = cupy.empty(blocks * sums)
+    kernel(kernel_name)((blocks,), (REDUCE_THREADS,), (
+        AW, Avals, b, lam, *constants, np.int64(m), R, D, CD, np.int64(L), partial, _ticket(), out))
+    return out
+
+
+def line_search_products(AW, Avals, b, lam, rho, R, D, CD, out):
+    """:meth:`GpuKernels.line_search_products` as one reduction kernel."""
+    return _line_search_pass("line_search_products", "line_search_kernel", LINE_SEARCH_SCALARS, LINE_SEARCH_SCALARS,
+                             AW, Avals, b, lam, R, D, CD, out, constants=(np.float64(rho),))
+
+
+def sphere_line_search_products(AW, Avals, b, lam, R, D, CD, out):
+    """:meth:`GpuKernels.sphere_line_search_products` as one reduction kernel."""
+    return _line_search_pass("sphere_line_search_products", "sphere_line_search_kernel", SPHERE_SCALARS, SPHERE_SUMS,
+                             AW, Avals, b, lam, R, D, CD, out)
+
+
+def remove_normal(Z, R, size, normal, multiplier=None, weight=0.0):
+    """:meth:`GpuKernels.remove_normal`: one reduction (with the multiplier's update in its epilogue), one update."""
+    if any(not x.flags.c_contiguous or x.dtype != np.float64 for x in (Z, R, normal)) or Z.shape != R.shape \
+            or normal.size != 1 or (multiplier is not None and multiplier.size != 1):
+        raise ValueError("remove_normal: inconsistent or non-contiguous float64 arguments")
+    blocks = _reduce_grid(Z.size)
+    kernel("sphere_normal_kernel")((blocks,), (REDUCE_THREADS,), (
+        Z, R, np.int64(Z.size), np.float64(size), cupy.empty(blocks), _ticket(), normal, multiplier,
+        np.float64(weight)))
+    _SUBTRACT_ALONG(normal, R, Z)
+    return Z
+
+
+ROWS_PER_TILE = 8  # rows of V per tile of the Gram-Schmidt coefficients (sums held in registers per thread)
+MAX_ROW_TILES = 1024  # tickets kept per device: V of up to 8192 rows
+ROW_BLOCKS_PER_SM = 8  # the Gram-Schmidt kernels' grid cap: their loads in flight, not their partial sums, limit them
+_ROW_TICKETS: dict = {}  # device id -> MAX_ROW_TILES uint32 tickets (always left at zero; never reallocated,
+#                           as recorded graphs hold their address)
+
+
+def _row_tickets():
+    device_id = cupy.cuda.Device().id
+    if device_id not in _ROW_TICKETS:
+        _ROW_TICKETS[device_id] = cupy.zeros(MAX_ROW_TILES, dtype=np.uint32)
+    return _ROW_TICKETS[device_id]
+
+
+def _row_grid(n: int, tiles: int = 1) -> int:
+    """Blocks per tile of the Gram-Schmidt kernels over vectors of n entries."""
+    cap = ROW_BLOCKS_PER_SM * multiprocessors(cupy.cuda.Device().id) // tiles
+    return max(1, min(-(-n // REDUCE_THREADS), cap))
+
+
+def rows_dot(V, k: int, w, out, stride: int = 1):
+    """out[j * stride] = V[j] . w for j < k (V C-ordered, n columns; ``out`` a view whose pointer is entry 0)."""
+    n = V.shape[1]
+    tiles = -(-k // ROWS_PER_TILE)
+    if tiles > MAX_ROW_TILES:
+        raise ValueError(f"rows_dot: at most {MAX_ROW_TILES * ROWS_PER_TILE} rows, got {k}")
+    blocks = _row_grid(n, tiles)
+    partial = cupy.empty(tiles * blocks * ROWS_PER_TILE)
+    kernel(f"rows_dot_kernel<{ROWS_PER_TILE}>")((blocks, tiles), (REDUCE_THREADS,), (
+        V, w, np.int64(n), np.int32(k), partial, _row_tickets(), out, np.int64(stride)))
+
+
+def rows_subtract(V, k: int, c, w, stride: int = 1, add=None, add_stride: int = 1):
+    """w -= V[:k]' c (c_j at c[j * stride]) in place; with ``add``, also add[j * add_stride] += c_j."""
+    n = V.shape[1]
+    kernel("rows_subtract_kernel")((_row_grid(n),), (REDUCE_THREADS,), (
+        V, c, np.int64(stride), np.int64(n), np.int32(k), w, add, np.int64(add_stride)))
+
+
+def gram_schmidt_pass(V, k: int, w, coefficients, stride: int = 1, add=None, add_stride: int = 1):
+    """One classical Gram-Schmidt pass against V[:k]: ``coefficients`` (entry j at j * stride) = V[:k] w, then
+    w -= V[:k]' coefficients; with ``add``, add[j * add_stride] += coefficient j as well."""
+    rows_dot(V, k, w, coefficients, stride)
+    rows_subtract(V, k, coefficients, w, stride, add, add_stride)
+
+
+def norm_into(w, out):
+    """out[0] = ||w||_2 (deterministic)."""
+    blocks = _reduce_grid(w.size)
+    partial = cupy.empty(blocks)
+    kernel("norm_kernel")((blocks,), (REDUCE_THREADS,), (w, np.int64(w.size), partial, _ticket(), out))
+
+
+def _row_arrays(X, *others):
+    """Check that the factors of a row kernel are C-contiguous float64 device arrays of one 2-D shape."""
+    for A in (X, *others):
+        if not isinstance(A, cupy.ndarray) or A.dtype != np.float64 or not A.flags.c_contiguous \
+                or A.shape != X.shape or A.ndim != 2:
+            raise ValueError("the row kernels take C-contiguous float64 cupy arrays of one (n x r) shape")
+    return X.shape
+
+
+def row_dots(U, V):
+    """:meth:`GpuKernels.row_dots` in one pass."""
+    U, V = cupy.ascontiguousarray(U), cupy.ascontiguousarray(V)
+    n, r = _row_arrays(U, V)
+    out = cupy.empty(n)
+    return _ROW_DOTS(U, V, np.int64(r), out) if n else out
+
+
+def sphere_tangent(Z, X, squares, scale, out):
+    """:meth:`GpuKernels.sphere_tangent`."""
+    n, r = _row_arrays(Z, X, out)
+    lanes = lanes_for_rank(r)
+    kernel(f"sphere_tangent_kernel<{lanes}>")(grid(n, lanes), (BLOCK,), (
+        Z, X, squares, np.float64(scale), out, np.int64(n), np.int32(r)))
+    return out
+
+
+def sphere_retract(X, D, tau, roots, out):
+    """:meth:`GpuKernels.sphere_retract`."""
+    n, r = _row_arrays(X, D, out)
+    lanes = lanes_for_rank(r)
+    kernel(f"sphere_retract_kernel<{lanes}>")(grid(n, lanes), (BLOCK,), (
+        X, D, np.float64(tau), roots, out, np.int64(n), np.int32(r)))
+    return out
+
+
+def ensure_tickets() -> None:
+    """Creates the current device's tickets now (before a graph capture: an array allocated from a recording's
+    private pool would die with the recording)."""
+    _ticket(), _row_tickets()
