@@ -1,6 +1,6 @@
-"""Several devices (``sharding.py``): the row space split into k shards, checked against one device (k = 2, 3)
-operation by operation, step by step and on whole certified solves, on the CPU simulation and, where there is a GPU,
-with the shards simulated on it (the GPU kernels on shards; NCCL only with two GPUs, the last tests)."""
+"""Several devices (``cvxpy_culorads.distributed``): the row space split into k shards, checked against one device
+(k = 2, 3) operation by operation, step by step and on whole certified solves, on the CPU simulation and, where there
+is a GPU, with the shards simulated on it (the GPU kernels on shards; NCCL only with two GPUs, the last tests)."""
 import time
 
 import numpy as np
@@ -9,22 +9,32 @@ import scipy.sparse as sp
 
 from cvxpy_culorads import SDPProblem, Settings, Status, hostpasses, solve
 from cvxpy_culorads.backends.backend import gpu_available, select_backend
-from cvxpy_culorads.backends.kernels import LINE_SEARCH_ROW_SCALARS, CpuKernels, hashed_uniform, lbfgs_coefficients
+from cvxpy_culorads.backends.cpu_kernels import CpuKernels
+from cvxpy_culorads.backends.kernels import LINE_SEARCH_ROW_SCALARS, hashed_uniform, lbfgs_coefficients
 from cvxpy_culorads.certify.certificates import smallest_eigenpairs
-from cvxpy_culorads.distributed import sharding
-from cvxpy_culorads.distributed.sharding import (
+from cvxpy_culorads.distributed import (
     RowOrder,
     ShardedBlockOperator,
     ShardedSpheresOperator,
+    arrays,
     balanced_bounds,
+    partition,
     sharded_backend,
     simulated_backend,
+)
+from cvxpy_culorads.distributed.arrays import HaloExchange, shard_matrices
+from cvxpy_culorads.distributed.partition import (
+    _predicted_halo_share,
+    coordinate_halo_share,
+    halo_share,
+    shard_bounds,
+    symmetric_bounds,
 )
 from cvxpy_culorads.linalg.krylov import conjugate_gradient
 from cvxpy_culorads.models import completion_problem, maxcut_problem, random_low_rank_instance
 from cvxpy_culorads.operators.compressed import BlockLayout, CompressedOperator
 from cvxpy_culorads.phases import riemannian
-from cvxpy_culorads.solver import driver
+from cvxpy_culorads.solver import run as solver_run
 
 from support import DEVICES, primal_residual, random_mixed_problem
 
@@ -32,7 +42,7 @@ from support import DEVICES, primal_residual, random_mixed_problem
 @pytest.fixture(params=DEVICES)
 def device(request, monkeypatch):
     """The device of one-device solves; with devices=k, k shards simulated on it."""
-    monkeypatch.setattr(driver, "sharded_backend", simulated_backend)
+    monkeypatch.setattr(solver_run, "sharded_backend", simulated_backend)
     return request.param
 
 
@@ -47,7 +57,7 @@ def _graph(n: int, degree: int, seed: int) -> sp.csr_array:
 
 def _banded_graph(n: int, seed: int) -> sp.csr_array:
     """Each vertex i joined to i + 1, ..., i + 3 with weights 1 or 2: cut into shards, only the rows beside a cut have
-    halo entries (the compressed halo part, ``sharding.HaloPart``)."""
+    halo entries (the compressed halo part, ``arrays.HaloPart``)."""
     rng = np.random.default_rng(seed)
     a = np.repeat(np.arange(n), 3)
     b = a + np.tile([1, 2, 3], n)
@@ -249,8 +259,9 @@ def test_split_phase_one_and_two_steps_are_the_one_device_steps(k, device):
 
 def test_constraints_off_the_diagonal_keep_the_given_order():
     # the renumbering is chosen from C's pattern, which says nothing of completion's constraints (C = I / 2)
-    assert RowOrder.of(_completion(600, 12000, seed=1), Settings(devices=2, shard_order="rcm")) is None
-    assert RowOrder.of(_weighted_diagonals(1100, seed=3), Settings(devices=2, shard_order="rcm")) is not None
+    assert RowOrder.of(_completion(600, 12000, seed=1), Settings.from_options(devices=2, shard_order="rcm")) is None
+    rcm = Settings.from_options(devices=2, shard_order="rcm")
+    assert RowOrder.of(_weighted_diagonals(1100, seed=3), rcm) is not None
 
 
 def _completion_bound(problem: SDPProblem, result) -> float:
@@ -283,7 +294,7 @@ def test_split_phases_one_and_two_solve_completion_like_one_device(k, device):
 def test_split_phases_one_and_two_solve_maxcut_like_the_riemannian_phase(device):
     problem = maxcut_problem(_graph(1200, 6, seed=3))
     riemannian_one = solve(problem, device=device)
-    split = solve(problem, device=device, devices=2, riemannian=False)
+    split = solve(problem, device=device, devices=2, algorithm="alm_admm")
     assert riemannian_one.status is split.status is Status.OPTIMAL, split.summary()
     assert split.iterations["alm"] > 0 and split.iterations["riemannian"] == 0
     assert split.primal_objective == pytest.approx(riemannian_one.primal_objective, rel=2e-5)
@@ -403,12 +414,12 @@ def test_rounded_runs_reach_tight_targets_and_the_answer_is_measured_in_double(m
     # by a formula whose rounding error shrinks with the step
     monkeypatch.setattr(riemannian, "ROUNDED_HALO_TARGET", 0.0)
     sent = set()
-    start = sharding.HaloExchange.start
+    start = HaloExchange.start
 
     def recorded(exchange, V, dtype=np.float64):
         sent.add(np.dtype(dtype))
         return start(exchange, V, dtype)
-    monkeypatch.setattr(sharding.HaloExchange, "start", recorded)
+    monkeypatch.setattr(HaloExchange, "start", recorded)
     problem = maxcut_problem(_graph(3000, 6, seed=2))
     one = solve(problem, device="cpu", tol=1e-8)
     split = solve(problem, device="cpu", devices=2, tol=1e-8, shard_order="given", halo_precision="single")
@@ -435,7 +446,7 @@ def test_renumbered_shards_return_the_given_problems_answer(k):
     problem = maxcut_problem(_geometric_graph(3000, seed=6))
     order = RowOrder.of(problem, Settings(devices=k))
     assert order.halo_before > 0.5 and order.halo_after < 0.2  # numbered at random, nearly every row is a halo row
-    assert RowOrder.of(problem, Settings(devices=k, shard_order="given")) is None
+    assert RowOrder.of(problem, Settings.from_options(devices=k, shard_order="given")) is None
     assert RowOrder.of(problem, Settings()) is None
     one = solve(problem, device="cpu")
     split = solve(problem, device="cpu", devices=k)
@@ -472,13 +483,13 @@ def test_renumbered_and_kept_orders_solve_as_one_device(graph):
 def test_shard_matrices_are_the_rows_of_c_split_at_the_shard(chunk, graph, device, monkeypatch):
     # every shard's own and halo parts, built from the lower triangle in chunks, against slices of the whole matrix;
     # on the path only the rows beside a cut have halo entries, and the halo part keeps only those
-    monkeypatch.setattr(sharding, "BUILD_CHUNK", chunk)
+    monkeypatch.setattr(arrays, "BUILD_CHUNK", chunk)
     path = sp.csr_array(sp.diags([np.full(59, 2.5), np.full(59, 2.5)], [-1, 1]))  # weights other than 1
     problem = maxcut_problem(_graph(60, 4, seed=2) + path if graph == "random" else path)
     C = problem.objective_matrix(0).tocsr()
     backend = select_backend(device)
     for lo, hi in [(0, 60), (0, 17), (17, 41), (41, 60)]:
-        own, across, halo = sharding.shard_matrices(backend, problem.C_coords[0], 60, lo, hi)
+        own, across, halo = shard_matrices(backend, problem.C_coords[0], 60, lo, hi)
         rows = C[lo:hi]
         outside = np.setdiff1d(np.arange(60), np.arange(lo, hi))
         expected_halo = outside[np.abs(rows[:, outside]).sum(axis=0) > 0]
@@ -524,10 +535,10 @@ def test_bounds_from_the_coordinates_are_those_of_the_row_counts(monkeypatch):
     hub = (np.concatenate([np.full(400, 7), np.full(400, 150), np.arange(300)]),
            np.concatenate([np.arange(400) % 300, (np.arange(400) * 7) % 300, np.arange(300)]))
     for k in (2, 3, 7, 300):
-        np.testing.assert_array_equal(sharding.symmetric_bounds([(rows, cols)], 300, k, buckets=512),
-                                      sharding.shard_bounds(counts, k))
-        np.testing.assert_array_equal(sharding.symmetric_bounds([(rows, cols), hub], 300, k, buckets=512),
-                                      sharding.shard_bounds(counts + _summed_row_counts([hub], 300), k))
+        np.testing.assert_array_equal(symmetric_bounds([(rows, cols)], 300, k, buckets=512),
+                                      shard_bounds(counts, k))
+        np.testing.assert_array_equal(symmetric_bounds([(rows, cols), hub], 300, k, buckets=512),
+                                      shard_bounds(counts + _summed_row_counts([hub], 300), k))
 
 
 @pytest.mark.parametrize("buckets, sample", [(16, 10 ** 9), (4096, 3000), (16, 3000)])
@@ -540,7 +551,7 @@ def test_bounds_from_runs_and_samples_balance_the_shards(buckets, sample, monkey
     hub = np.repeat(np.arange(3000, 4000, 100), 300), np.tile(np.arange(0, 3000, 10), 10)
     weights = 1 + _summed_row_counts([(rows, cols), hub], n)
     for k in (2, 3, 5):
-        bounds = sharding.symmetric_bounds([(rows, cols), hub], n, k, buckets, sample)
+        bounds = symmetric_bounds([(rows, cols), hub], n, k, buckets, sample)
         shares = np.array([weights[lo:hi].sum() for lo, hi in zip(bounds[:-1], bounds[1:])]) / weights.sum()
         assert np.all(np.abs(shares - 1 / k) <= 0.03 / k), (bounds, shares)
 
@@ -567,7 +578,7 @@ def test_a_local_numbering_is_kept(monkeypatch):
     with monkeypatch.context() as patched:  # the given order's halo is judged without building C
         patched.setattr(SDPProblem, "objective_matrix", lambda *args: pytest.fail("C was built"))
         assert RowOrder.of(local, Settings(devices=2)) is None
-    forced = RowOrder.of(local, Settings(devices=2, shard_order="rcm"))
+    forced = RowOrder.of(local, Settings.from_options(devices=2, shard_order="rcm"))
     assert forced is not None and forced.halo_after < 0.1
 
 
@@ -578,8 +589,8 @@ def test_the_halo_share_from_coordinates_is_the_matrix_one(k, monkeypatch):
               sp.csr_array(sp.diags([np.ones(399), np.ones(399)], [-1, 1]))]
     for W in graphs:
         problem = maxcut_problem(W)
-        expected = sharding.halo_share(problem.objective_matrix(0), k)
-        assert sharding.coordinate_halo_share(problem.C_coords[0], 400, k) == expected
+        expected = halo_share(problem.objective_matrix(0), k)
+        assert coordinate_halo_share(problem.C_coords[0], 400, k) == expected
     assert 0 < expected < 0.1  # the path's halo: a row or two beside each cut
 
 
@@ -589,12 +600,12 @@ def test_the_order_check_predicts_from_breadth_first_levels(monkeypatch):
     distances = shortest_path(abs(geometric), method="D", unweighted=True, indices=0)
     reached = distances[np.isfinite(distances)].astype(int)
     assert 2 * reached.size > 3000  # the search from row 0 reaches most rows: its levels make the prediction
-    assert sharding._predicted_halo_share(geometric, 2) == pytest.approx(2 * np.bincount(reached).max() * 2 / 3000)
+    assert _predicted_halo_share(geometric, 2) == pytest.approx(2 * np.bincount(reached).max() * 2 / 3000)
     # a random graph: the search stops at the first level above the bound, and reverse Cuthill-McKee never runs
     problem = maxcut_problem(_graph(20000, 4, seed=3))
     random = problem.objective_matrix(0)
-    assert 0.25 < sharding._predicted_halo_share(random, 2, 0.25) < sharding._predicted_halo_share(random, 2)
-    monkeypatch.setattr(sharding, "reverse_cuthill_mckee", None)
+    assert 0.25 < _predicted_halo_share(random, 2, 0.25) < _predicted_halo_share(random, 2)
+    monkeypatch.setattr(partition, "reverse_cuthill_mckee", None)
     assert RowOrder.of(problem, Settings(devices=2)) is None
 
 
@@ -603,9 +614,9 @@ def test_devices_setting_is_checked():
         with pytest.raises(ValueError, match="devices"):
             Settings(devices=bad)
     with pytest.raises(ValueError, match="shard_order"):
-        Settings(shard_order="metis")
+        Settings.from_options(shard_order="metis")
     assert Settings(devices=[1, 0]).devices == (1, 0) and Settings(devices=[1, 0]).device_count == 2
-    assert Settings(devices=2, riemannian=False).device_count == 2  # phases I and II on split rows
+    assert Settings(devices=2, algorithm="alm_admm").device_count == 2  # phases I and II on split rows
     with pytest.raises(ValueError, match="one PSD block"):
         solve(random_mixed_problem(0), device="cpu", devices=2)
     two_blocks = SDPProblem(np.ones(4), [sp.eye(2), sp.eye(2)],
