@@ -20,6 +20,7 @@ import numpy as np
 from cvxpy_culorads import Result, SDPProblem, Settings, Status, gpu_available, read_sdpa, solve
 from cvxpy_culorads.models import GRAPH_FORMATS, goemans_williamson, maxcut_problem, read_graph
 from cvxpy_culorads.problem.io import file_stem
+from cvxpy_culorads.settings import add_arguments, options_from_arguments
 
 __all__ = ["main"]
 
@@ -47,33 +48,7 @@ def _parser(json_errors: bool = False) -> argparse.ArgumentParser:
                         help="FILE is a graph (Gset/rudy, .mtx, .graph, .txt): solve its MaxCut SDP and round it")
     parser.add_argument("--graph-format", choices=GRAPH_FORMATS,
                         help="graph file format (default: from the suffix; no known suffix means rudy)")
-    parser.add_argument("--device", choices=("auto", "cpu", "gpu"), help="where to solve (default auto)")
-    parser.add_argument("--gpus", help="split the problem over several devices: a count, or GPU ids as 0,1 (with "
-                                       "--device cpu the shards are simulated in one process)")
-    parser.add_argument("--shard-order", choices=("auto", "given", "rcm"),
-                        help="with --gpus: number the rows as given, by reverse Cuthill-McKee, or (auto, default) by "
-                             "reverse Cuthill-McKee when that shrinks the shards' halos")
-    parser.add_argument("--halo-precision", choices=("single", "double"),
-                        help="with --gpus: the precision of the halo rows exchanged in the phase's looser runs "
-                             "(double, default; single halves the bytes, and certificates still take double)")
-    parser.add_argument("--tol", type=float, help="tolerance of the stopping criterion")
-    parser.add_argument("--criterion", choices=("certified", "dimacs"),
-                        help="certified (default): primal residual per constraint and certified gap; dimacs: the "
-                             "cuLoRADS paper's three errors")
-    parser.add_argument("--trace-bound", type=float, help="an upper bound on the trace of an optimal solution")
-    parser.add_argument("--reopt-level", type=int, choices=(0, 1, 2), help="re-optimisation level")
-    parser.add_argument("--time-limit", type=float, help="wall-clock limit in seconds")
-    parser.add_argument("--max-iter", type=int, help="limit on the total number of inner iterations")
-    parser.add_argument("--rank", type=int, help="initial rank of every PSD block")
-    parser.add_argument("--seed", type=int, help="random seed of the starting point")
-    parser.add_argument("--no-interior-point", action="store_true",
-                        help="never hand a small problem to the interior-point method (low-rank phases only)")
-    parser.add_argument("--no-riemannian", action="store_true",
-                        help="solve problems whose constraints all fix diagonal entries (MaxCut) by phases I and II "
-                             "(ALM, ADMM) as the cuLoRADS paper does, not by L-BFGS on their product of spheres")
-    parser.add_argument("--route", choices=("auto", "low_rank", "interior_point"),
-                        help="which method starts on a problem the interior-point method can take (default auto: "
-                             "the cheaper by estimate)")
+    add_arguments(parser)
     parser.add_argument("--json", action="store_true", help="print one JSON object with the results on stdout")
     parser.add_argument("--save", metavar="FILE.npz", help="save the factors R_k, x_lp and the dual to an .npz")
     parser.add_argument("--quiet", action="store_true", help="no iteration log")
@@ -83,25 +58,7 @@ def _parser(json_errors: bool = False) -> argparse.ArgumentParser:
 
 def _settings(args: argparse.Namespace) -> Settings:
     """The options given on the command line on top of the default settings."""
-    given = {name: getattr(args, name) for name in ("device", "tol", "criterion", "trace_bound", "reopt_level",
-                                                    "time_limit", "max_iter", "rank", "seed", "route", "shard_order",
-                                                    "halo_precision")}
-    options = {name: value for name, value in given.items() if value is not None}
-    if args.no_interior_point:
-        options["interior_point"] = False
-    if args.no_riemannian:
-        options["riemannian"] = False
-    if args.gpus is not None:
-        options["devices"] = _devices(args.gpus)
-    return Settings.from_options(**options, verbose=not args.quiet)
-
-
-def _devices(text: str):
-    """``--gpus``: a count ("2") or a list of GPU ids ("0,1"); Settings checks the values."""
-    try:
-        return int(text) if "," not in text else tuple(int(part) for part in text.split(","))
-    except ValueError:
-        raise ValueError(f"--gpus must be a count or GPU ids such as 0,1, got {text!r}") from None
+    return Settings.from_options(**options_from_arguments(args), verbose=not args.quiet)
 
 
 def _load(args: argparse.Namespace):

@@ -1,87 +1,134 @@
-"""Solver settings: one frozen dataclass, validated once on construction.
+"""Solver settings: frozen, validated, grouped dataclasses whose field metadata is the one description of each option.
 
-Every knob of the LoRADS method that a user may reasonably touch lives here with its default (the
-defaults follow the public LoRADS C code unless a comment says why not). ``Settings.from_options``
-turns keyword options (from ``solve(**kw)``, the CLI or CVXPY's ``solver_opts``) into a ``Settings``
-and rejects unknown names with an error that names them.
+:class:`Settings` holds the options most solves touch (tolerance, limits, device, verbosity, seed, the
+:class:`Algorithm`); :class:`LoRADSSettings` (``Settings.lorads``) the method's advanced knobs, under their LoRADS names
+where LoRADS has one; :class:`SplitSettings` (``Settings.split``) how a problem split over several devices is laid
+out. Each field's metadata (:func:`_setting`) carries its help text and its :class:`_Rule`; that one source validates
+every value on construction, makes the command line's flags (:func:`add_arguments`) and the documentation's settings
+table (:func:`reference_rows`). Keyword options (``solve(**options)``, CVXPY's ``solver_opts``, the CLI) name any
+field of any group directly (:meth:`Settings.from_options`); the keywords of the previous release that the method
+enum replaced still work for one release, with a ``DeprecationWarning``.
 """
 from __future__ import annotations
 
+import argparse
 import dataclasses
+import enum
 import math
 import numbers
-from dataclasses import dataclass
+import warnings
+from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["Settings"]
+__all__ = ["Settings", "LoRADSSettings", "SplitSettings", "Algorithm", "reference_rows", "add_arguments",
+           "options_from_arguments"]
 
-_DEVICES = ("auto", "cpu", "gpu")
-_CRITERIA = ("certified", "dimacs")
-_ROUTES = ("auto", "low_rank", "interior_point")
+
+class Algorithm(enum.Enum):
+    """Which method solves the problem.
+
+    - ``AUTO``: the plan chooses: the interior-point method first where it is estimated cheaper, else the low-rank
+      phases that fit the problem's structure (L-BFGS on the product of spheres when every constraint fixes a
+      diagonal entry, phase I on the trace sphere for one block with a trace constraint, else phases I and II).
+    - ``LOW_RANK``: the low-rank phases that fit the structure first.
+    - ``ALM_ADMM``: the cuLoRADS paper's phases I (ALM) and II (ADMM) on every problem.
+    - ``INTERIOR_POINT``: the dense interior-point method first (problems small enough for it).
+
+    Whatever starts, a problem small enough for the interior-point method is handed to it when the low-rank phases
+    do not finish, and back, unless ``LoRADSSettings.interior_point_handover`` is off.
+    """
+
+    AUTO = "auto"
+    LOW_RANK = "low_rank"
+    ALM_ADMM = "alm_admm"
+    INTERIOR_POINT = "interior_point"
 
 
 @dataclass(frozen=True)
-class _Interval:
-    """The real numbers between ``low`` and ``high``, each end included or not."""
+class _Rule:
+    """What values a setting takes: ``kind`` is "choice" (``choices``), "flag", "real" (between ``low`` and
+    ``high``, each end included or not), "integer" (``low`` to ``high``), "algorithm" or "devices"; ``optional``
+    settings also take None."""
 
-    low: float
+    kind: str
+    choices: tuple = ()
+    low: float = -math.inf
     high: float = math.inf
     low_included: bool = False
     high_included: bool = False
+    optional: bool = False
 
-    def contains(self, value: float) -> bool:  # False for NaN, which compares False with everything
-        above = value >= self.low if self.low_included else value > self.low
-        below = value <= self.high if self.high_included else value < self.high
-        return above and below
-
-    def __str__(self) -> str:
+    def describe(self) -> str:
+        """The valid values in words (error messages and the documentation's table)."""
+        prefix = "None or " if self.optional else ""
+        if self.kind == "choice":
+            return prefix + " | ".join(repr(c) for c in self.choices)
+        if self.kind == "algorithm":
+            return " | ".join(repr(m.value) for m in Algorithm)
+        if self.kind == "flag":
+            return "True or False"
+        if self.kind == "devices":
+            return "None, a count >= 1 or a list of distinct GPU ids >= 0"
+        if self.kind == "integer":
+            bounds = f"an integer >= {int(self.low)}" if self.high == math.inf else \
+                f"an integer in {int(self.low)}..{int(self.high)}"
+            return prefix + bounds
         low = f"{'>=' if self.low_included else '>'} {self.low:g}"
         if self.high == math.inf:
-            return f"a number {low} (inf allowed)" if self.high_included else f"a finite number {low}"
-        return f"a number {low} and {'<=' if self.high_included else '<'} {self.high:g}"
+            return prefix + (f"a number {low} (inf allowed)" if self.high_included else f"a finite number {low}")
+        return prefix + f"a number {low} and {'<=' if self.high_included else '<'} {self.high:g}"
+
+    def check(self, name: str, value):
+        """``value`` as a plain Python value (NumPy scalars accepted), or a ValueError naming the setting."""
+        if value is None and self.optional:
+            return None
+        checked = _CHECKS[self.kind](self, value)
+        if checked is _INVALID:
+            raise ValueError(f"{name} must be {self.describe()}, got {value!r}")
+        return checked
 
 
-# The settings' valid values. An upper end of inf, not included, means "finite"; None is valid for the
-# settings in _OPTIONAL.
-_SHARD_ORDERS = ("auto", "given", "rcm")
-_HALO_PRECISIONS = ("single", "double")
-_CHOICES = {"device": _DEVICES, "criterion": _CRITERIA, "route": _ROUTES, "shard_order": _SHARD_ORDERS,
-            "halo_precision": _HALO_PRECISIONS}
-_FLAGS = ("verbose", "keep_log", "interior_point", "l2_rescaling", "riemannian")
-_REALS = {
-    "tol": _Interval(0.0, 1.0),
-    "reduced_tol": _Interval(0.0, 1.0),
-    "trace_bound": _Interval(0.0, low_included=True),
-    "time_limit": _Interval(0.0, high_included=True),  # inf: no limit
-    "phase1_tol": _Interval(0.0),
-    "rho_max": _Interval(0.0),
-    "rank_factor": _Interval(0.0),
-    "rank_growth": _Interval(1.0),
-    "heuristic_factor": _Interval(0.0),
-    "reopt_scale": _Interval(0.0),
-    "log_every": _Interval(0.0, low_included=True),
-}
-_INTEGERS = {  # name: (lowest, highest)
-    "reopt_level": (0, 2),
-    "max_iter": (1, math.inf),
-    "rank": (1, math.inf),
-    "seed": (0, 2**32 - 1),  # the start is drawn by RandomState, which takes 32-bit seeds
-    "interior_point_patience": (1, math.inf),
-    "max_alm_outer": (1, math.inf),
-    "max_admm_iter": (1, math.inf),
-    "lbfgs_memory": (1, math.inf),  # the backend checks its own ceiling
-}
-_OPTIONAL = ("trace_bound", "rank", "reduced_tol", "rank_factor")
+_INVALID = object()
 
 
-def _check_choice(name: str, value, choices: tuple[str, ...]) -> str:
-    if not isinstance(value, str) or value not in choices:
-        raise ValueError(f"{name} must be one of {choices}, got {value!r}")
-    return str(value)
+def _check_choice(rule: _Rule, value):
+    return str(value) if isinstance(value, str) and value in rule.choices else _INVALID
 
 
-def _check_devices(value) -> int | tuple[int, ...] | None:
+def _check_algorithm(rule: _Rule, value):
+    if isinstance(value, Algorithm):
+        return value
+    try:
+        return Algorithm(value) if isinstance(value, str) else _INVALID
+    except ValueError:
+        return _INVALID
+
+
+def _check_flag(rule: _Rule, value):
+    return bool(value) if isinstance(value, (bool, np.bool_)) else _INVALID
+
+
+def _check_real(rule: _Rule, value):
+    # bool is an Integral to Python, but tol=True is a mistake, not 1.0 (here and for integers).
+    if not isinstance(value, numbers.Real) or isinstance(value, bool):
+        return _INVALID
+    try:
+        number = float(value)
+    except OverflowError:  # an int beyond the float range
+        return _INVALID
+    above = number >= rule.low if rule.low_included else number > rule.low  # False for NaN
+    below = number <= rule.high if rule.high_included else number < rule.high
+    return number if above and below else _INVALID
+
+
+def _check_integer(rule: _Rule, value):
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool) and rule.low <= value <= rule.high:
+        return int(value)
+    return _INVALID
+
+
+def _check_devices(rule: _Rule, value):
     if value is None:
         return None
     if isinstance(value, numbers.Integral) and not isinstance(value, bool) and value >= 1:
@@ -89,166 +136,144 @@ def _check_devices(value) -> int | tuple[int, ...] | None:
     if isinstance(value, (tuple, list)) and value and len(set(value)) == len(value) and all(
             isinstance(v, numbers.Integral) and not isinstance(v, bool) and v >= 0 for v in value):
         return tuple(int(v) for v in value)
-    raise ValueError(f"devices must be None, a count >= 1 or a list of distinct GPU ids >= 0, got {value!r}")
+    return _INVALID
 
 
-def _check_flag(name: str, value) -> bool:
-    if not isinstance(value, (bool, np.bool_)):
-        raise ValueError(f"{name} must be True or False, got {value!r}")
-    return bool(value)
+_CHECKS = {"choice": _check_choice, "algorithm": _check_algorithm, "flag": _check_flag, "real": _check_real,
+           "integer": _check_integer, "devices": _check_devices}
 
 
-def _check_real(name: str, value, interval: _Interval) -> float | None:
-    if value is None and name in _OPTIONAL:
-        return None
-    # bool is an Integral to Python, but tol=True is a mistake, not 1.0 (here and for integers).
-    try:
-        if isinstance(value, numbers.Real) and not isinstance(value, bool) and interval.contains(float(value)):
-            return float(value)
-    except OverflowError:  # an int beyond the float range
-        pass
-    optional = "None or " if name in _OPTIONAL else ""
-    raise ValueError(f"{name} must be {optional}{interval}, got {value!r}")
+def _choice(*choices: str) -> _Rule:
+    return _Rule("choice", choices=choices)
 
 
-def _check_integer(name: str, value, low: int, high: float) -> int | None:
-    if value is None and name in _OPTIONAL:
-        return None
-    if isinstance(value, numbers.Integral) and not isinstance(value, bool) and low <= value <= high:
-        return int(value)
-    optional = "None or " if name in _OPTIONAL else ""
-    allowed = f"an integer >= {low}" if high == math.inf else f"an integer in {low}..{high}"
-    raise ValueError(f"{name} must be {optional}{allowed}, got {value!r}")
+def _real(low: float, high: float = math.inf, *, low_included: bool = False, high_included: bool = False,
+          optional: bool = False) -> _Rule:
+    return _Rule("real", low=low, high=high, low_included=low_included, high_included=high_included,
+                 optional=optional)
+
+
+def _integer(low: int, high: float = math.inf, *, optional: bool = False) -> _Rule:
+    return _Rule("integer", low=low, high=high, optional=optional)
+
+
+_FLAG = _Rule("flag")
+
+
+def _setting(default, rule: _Rule, help: str):
+    """A settings field: its default, its rule and its help text, kept in the field's metadata."""
+    return field(default=default, metadata={"rule": rule, "help": help})
 
 
 @dataclass(frozen=True, kw_only=True)
-class Settings:
-    """Settings of :func:`cvxpy_culorads.solve`.
-
-    Every value is checked on construction; a wrong one raises ``ValueError`` naming the setting and the
-    value given. Numbers must be finite (``time_limit`` may be ``inf``), ``True``/``False`` is no number,
-    and NumPy scalars are accepted and stored as Python ``int``/``float``/``bool``.
-
-    **Main settings:**
-
-    - ``device``: ``"auto"`` (the GPU when CuPy sees one and the problem is large enough for it to pay: a
-      low-rank step is estimated on each device, ``costs.DeviceCosts``; else the CPU; the environment variable
-      ``CULORADS_DEVICE`` overrides auto), ``"cpu"`` or ``"gpu"``.
-    - ``tol``: tolerance on the measures that decide OPTIMAL (``criterion``), 0 < tol < 1.
-    - ``reduced_tol``: a point whose criteria miss ``tol`` but are all within ``reduced_tol`` is INACCURATE (an
-      answer to use with care); above it, the solve is STALLED (no answer). None (default): sqrt(tol), as
-      Clarabel's reduced tolerances are for its defaults. It must not be below ``tol``.
-    - ``criterion``: ``"certified"`` (default): the primal residual per constraint, ||A(X) - b||_2 /
-      (1 + ||b||_2), and the certified gap between the objective and a proven lower bound on the optimum
-      (``Result.dual_bound``), or where no bound exists the dual slack's negative eigenvalues over
-      1 + ||C||_inf and the gap. ``"dimacs"``: the cuLoRADS paper's three errors (primal infeasibility over
-      1 + ||b||_1, dual infeasibility over 1 + ||C||_1, gap), which grow weaker with the problem's size; it
-      reproduces the paper's stopping rule and times.
-    - ``trace_bound``: an upper bound on sum_k tr(X_k) + sum_j x_j of an optimal solution, for the dual bound
-      of problems whose data imply none (``bounds.py``); None: derive what the data imply.
-    - ``reopt_level``: 0 no re-optimisation; 1 at most one round while a criterion exceeds ``tol``; 2 up
-      to 8 rounds while one does. Saddle escapes (rank growth) happen at every level.
-    - ``time_limit``: seconds of wall clock (``inf``: none).
-    - ``max_iter``: ceiling on the total number of inner iterations (L-BFGS steps plus ADMM sweeps).
-    - ``rank``: initial rank of every PSD block (default: ``rank_factor`` ln n_k, capped by the Barvinok-Pataki bound;
-      the Riemannian phase's wider default is narrowed, down to 2 ln n_k, where it would not fit in device memory).
-    - ``seed``: random seed of the starting point, 0 <= seed < 2**32.
-    - ``verbose``: print the iteration log.
-    - ``keep_log``: keep the iteration log in ``Result.log`` (one row per inner iteration: off by default).
-    - ``interior_point``: for problems small enough for a dense interior-point method
-      (``memory.interior_point_fits``: m <= 5000, blocks of order <= 1500), hand over to it when the
-      low-rank phases have used ``interior_point_patience`` inner iterations without finishing, or
-      finish with errors above ``tol``. It solves the small degenerate or high-rank problems (truss,
-      arch, control) where the low-rank method stalls.
-    - ``riemannian``: on problems whose constraints all fix diagonal entries, one per row of every PSD block
-      (MaxCut, ``diag(X) == d``), run L-BFGS on the product of spheres those constraints make (``riemannian.py``)
-      instead of phases I and II: the constraints hold exactly at every step and the multipliers follow from
-      stationarity. True (default) since, on one H100 in one run (README, "Lanczos replayed from CUDA graphs, and the
-      Riemannian phase by default"), it was the faster of the two on every MaxCut measured (Gset G1 to G81, delaunay
-      2^20, rgg 2^22, where phases I and II hit the 60 s limit). On a one-block problem with a constraint
-      a tr X = b (theta), phase I keeps that constraint exact on the sphere |R|_F^2 = b / a and runs alone until
-      certified (``alm.py``; theta of H(4, 10) in 328 steps against 16850 for the sparse formulation). False: the
-      ALM and ADMM phases, as in the cuLoRADS paper, on every problem.
-    - ``devices``: None (default): one device, as ``device`` says. A count k or a list of GPU ids: the factor's
-      rows are split over that many devices (``sharding.py``; NCCL between GPUs), for problems too large for one;
-      with ``device="cpu"`` the k shards are simulated in one process (the same splitting and exchanges, for tests).
-      k > 1 takes problems of one PSD block without nonnegative variables or low-rank terms (a ValueError says so
-      otherwise): on a product of spheres the Riemannian phase runs on the split rows, with any other constraints
-      phases I and II (``sharding.ShardedBlockOperator``; a trace constraint is then not kept exact, and phase II's
-      conjugate gradients run without the diagonal preconditioner). One id selects that GPU.
-    - ``shard_order``: how a split problem's rows are numbered before contiguous shards are cut (``RowOrder`` in
-      ``sharding.py``). ``"auto"`` (default): as given while every shard's halo (the rows of other shards its rows of
-      C reference) is within 10 % of its rows, else renumbered by reverse Cuthill-McKee when that at least halves the
-      halo; ``"given"``: never renumbered; ``"rcm"``: always renumbered. The factors returned are in the given order;
-      the renumbering counts towards ``time_limit`` and the reported times.
-    - ``halo_precision``: in what precision a split problem's halo rows travel. ``"double"`` (default): always.
-      ``"single"``: in the Riemannian phase's runs whose gradient target is at least
-      ``riemannian.ROUNDED_HALO_TARGET``, which halves the bytes of each exchange and puts a relative error of at
-      most 2^-24 on each term C_ij r_j that comes from another shard; the returned point's product, its objective
-      and multipliers, and every certificate take double precision. Not the default: on two H100 it cut the
-      exchange at n = 1e7, 65 columns, from 8.46 to 4.99 ms, but a step at n = 2e7, 5 columns, took 10.59 ms against
-      10.28 (README, "Several devices"; at n = 1e8 it was timed only with its kernels compiling during the solve).
-      No effect on one device.
-    - ``route``: which method starts on a problem the interior-point method can take. ``"auto"`` (default): the
-      one with the smaller estimated time (``costs.py``); the low-rank phases then hand over after
-      ``interior_point_patience`` inner iterations or the interior-point method's estimated time, and the
-      interior-point method, when it ends above ``tol``, to the low-rank phases from their own start (for
-      ``interior_point_patience`` iterations). ``"low_rank"`` or ``"interior_point"`` start that one.
-
-    **Advanced settings** (LoRADS names in brackets): ``phase1_tol`` [phase1Tol] primal infeasibility at
-    which phase I hands over to phase II; ``rho_max`` [rhoMax] ADMM penalty cap; ``max_alm_outer``
-    [maxALMIter]; ``max_admm_iter`` [maxADMMIter] per ADMM run; ``rank_factor`` [timesLogRank]
-    (None: 4 where the Riemannian phase runs, else LoRADS's 2; ``state.SPHERES_RANK_FACTOR``);
-    ``rank_growth`` factor of a rank increase; ``lbfgs_memory`` [lbfgsListLength];
-    ``heuristic_factor`` [heuristicFactor] multiplier of the penalty at the switch to phase II;
-    ``reopt_scale`` objective factor of one re-optimisation round; ``log_every`` seconds between log lines;
-    ``l2_rescaling`` [l2Rescaling] divide A and b by the median l2 norm of the constraints' coefficients
-    (the errors are always measured on the unscaled problem).
-    """
-
-    device: str = "auto"
-    tol: float = 1e-5
-    reduced_tol: float | None = None
-    criterion: str = "certified"
-    trace_bound: float | None = None
-    reopt_level: int = 2
-    time_limit: float = math.inf
-    max_iter: int = 1_000_000
-    rank: int | None = None
-    seed: int = 925
-    verbose: bool = False
-    keep_log: bool = False
-    interior_point: bool = True
-    interior_point_patience: int = 5000
-    route: str = "auto"
-    riemannian: bool = True
-    devices: int | tuple[int, ...] | None = None
-    shard_order: str = "auto"
-    halo_precision: str = "double"
-
-    phase1_tol: float = 1e-3
-    rho_max: float = 5000.0
-    max_alm_outer: int = 200
-    max_admm_iter: int = 10_000
-    rank_factor: float | None = None
-    rank_growth: float = 1.5
-    lbfgs_memory: int = 2
-    heuristic_factor: float = 1.0
-    reopt_scale: float = 5.0
-    log_every: float = 0.5
-    l2_rescaling: bool = True
+class _Validated:
+    """A frozen group of settings whose fields are checked against their rules on construction and stored back as
+    plain Python values, so that the solver and anything that serialises the settings see Python types only."""
 
     def __post_init__(self):
-        # Checked values are stored back as plain str/bool/int/float (NumPy scalars are accepted), so that
-        # the solver and anything that serialises the settings see Python types only.
-        checked = {name: _check_choice(name, getattr(self, name), choices) for name, choices in _CHOICES.items()}
-        checked.update((name, _check_flag(name, getattr(self, name))) for name in _FLAGS)
-        checked.update((name, _check_real(name, getattr(self, name), interval)) for name, interval in _REALS.items())
-        checked.update((name, _check_integer(name, getattr(self, name), low, high))
-                       for name, (low, high) in _INTEGERS.items())
-        checked["devices"] = _check_devices(self.devices)
-        for name, value in checked.items():
-            object.__setattr__(self, name, value)
+        for f in dataclasses.fields(self):
+            rule = f.metadata.get("rule")
+            if rule is not None:
+                object.__setattr__(self, f.name, rule.check(f.name, getattr(self, f.name)))
+            elif not isinstance(getattr(self, f.name), f.default_factory):
+                raise ValueError(f"{f.name} must be a {f.default_factory.__name__}, got {getattr(self, f.name)!r}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class LoRADSSettings(_Validated):
+    """The low-rank method's advanced knobs (LoRADS's names in the help where it has one)."""
+
+    phase1_tol: float = _setting(1e-3, _real(0.0), "primal infeasibility at which phase I (ALM) hands over to phase "
+                                                   "II (ADMM) [LoRADS phase1Tol]")
+    rho_max: float = _setting(5000.0, _real(0.0), "cap of the ADMM penalty [rhoMax]")
+    max_alm_outer: int = _setting(200, _integer(1), "ALM outer iterations per phase I run [maxALMIter]")
+    max_admm_iter: int = _setting(10_000, _integer(1), "ADMM sweeps per phase II run [maxADMMIter]")
+    rank_factor: float | None = _setting(
+        None, _real(0.0, optional=True),
+        "initial rank of a block of order n is rank_factor ln n, capped by the Barvinok-Pataki bound [timesLogRank]; "
+        "None: 4 where the Riemannian or trace-sphere phase runs, else LoRADS's 2")
+    rank_growth: float = _setting(1.5, _real(1.0), "factor of a rank increase (saddle escape)")
+    lbfgs_memory: int = _setting(2, _integer(1), "L-BFGS pairs kept [lbfgsListLength]; a kernel set may cap it")
+    heuristic_factor: float = _setting(1.0, _real(0.0), "multiplier of the penalty at the switch to phase II "
+                                                        "[heuristicFactor]")
+    reopt_level: int = _setting(2, _integer(0, 2), "re-optimisation: 0 none; 1 at most one round while a criterion "
+                                                   "exceeds tol; 2 up to 8 rounds")
+    reopt_scale: float = _setting(5.0, _real(0.0), "objective factor of one re-optimisation round")
+    l2_rescaling: bool = _setting(True, _FLAG, "divide A and b by the median l2 norm of the constraints' "
+                                               "coefficients (errors are always measured on the unscaled problem) "
+                                               "[l2Rescaling]")
+    interior_point_handover: bool = _setting(
+        True, _FLAG, "hand a problem small enough for the dense interior-point method (m <= 5000, blocks of order "
+                     "<= 1500) to it when the low-rank phases do not finish, and back when it misses tol")
+    interior_point_patience: int = _setting(5000, _integer(1), "inner iterations of the low-rank phases before the "
+                                                               "hand-over to the interior-point method")
+
+
+@dataclass(frozen=True, kw_only=True)
+class SplitSettings(_Validated):
+    """How a problem split over several devices (``Settings.devices``) is laid out; no effect on one device."""
+
+    shard_order: str = _setting(
+        "auto", _choice("auto", "given", "rcm"),
+        "how rows are numbered before contiguous shards are cut: 'given'; 'rcm' (reverse Cuthill-McKee); 'auto': as "
+        "given while every shard's halo is within 10 % of its rows, else RCM when that at least halves the halo. "
+        "Factors are returned in the given order; renumbering counts towards time_limit")
+    halo_precision: str = _setting(
+        "double", _choice("single", "double"),
+        "precision of the halo rows exchanged between devices in the Riemannian phase's looser runs; the returned "
+        "point, its objective, multipliers and certificates always take double")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Settings(_Validated):
+    """Settings of :func:`cvxpy_culorads.solve`.
+
+    Every value is checked on construction; a wrong one raises ``ValueError`` naming the setting and the value given.
+    Numbers must be finite (``time_limit`` may be ``inf``), ``True``/``False`` is no number, and NumPy scalars are
+    accepted and stored as Python ``int``/``float``/``bool``. The advanced groups are ``lorads``
+    (:class:`LoRADSSettings`) and ``split`` (:class:`SplitSettings`); :meth:`from_options` takes the fields of every
+    group by name. The documentation's settings reference lists every field with its default and valid values.
+    """
+
+    tol: float = _setting(1e-5, _real(0.0, 1.0), "tolerance on the measures that decide OPTIMAL (criterion)")
+    time_limit: float = _setting(math.inf, _real(0.0, high_included=True),
+                                 "seconds of wall clock (inf: none); the answer comes at most 10 % + 1 s later")
+    max_iter: int = _setting(1_000_000, _integer(1), "ceiling on the inner iterations (L-BFGS steps plus ADMM sweeps "
+                                                     "plus interior-point steps)")
+    device: str = _setting("auto", _choice("auto", "cpu", "gpu"),
+                           "'auto': the GPU when CuPy sees one and a step is estimated cheaper there (the environment "
+                           "variable CULORADS_DEVICE overrides auto); 'cpu'; 'gpu'")
+    devices: int | tuple[int, ...] | None = _setting(
+        None, _Rule("devices"),
+        "None: one device. A count k or a list of GPU ids: the factor's rows are split over that many devices (NCCL "
+        "between GPUs; with device='cpu' the shards are simulated in one process), for one PSD block without "
+        "nonnegative variables or low-rank terms")
+    algorithm: Algorithm = _setting(Algorithm.AUTO, _Rule("algorithm"), "which method solves the problem "
+                                                                           "(Algorithm)")
+    criterion: str = _setting(
+        "certified", _choice("certified", "dimacs"),
+        "'certified': the primal residual per constraint ||A(X) - b||_2 / (1 + ||b||_2) and the certified gap to a "
+        "proven lower bound (or, with no bound, the dual slack's negative eigenvalues and the gap); 'dimacs': the "
+        "cuLoRADS paper's three errors")
+    reduced_tol: float | None = _setting(
+        None, _real(0.0, 1.0, optional=True),
+        "a point within reduced_tol but not tol is INACCURATE, above it STALLED; None: sqrt(tol); not below tol")
+    trace_bound: float | None = _setting(
+        None, _real(0.0, low_included=True, optional=True),
+        "an upper bound on sum_k tr(X_k) + sum_j x_j of an optimal solution, for the dual bound of problems whose "
+        "data imply none; None: derive what the data imply")
+    rank: int | None = _setting(None, _integer(1, optional=True),
+                                "initial rank of every PSD block; None: lorads.rank_factor ln n, narrowed to what fits "
+                                "in device memory")
+    seed: int = _setting(925, _integer(0, 2**32 - 1), "random seed of the starting point")
+    verbose: bool = _setting(False, _FLAG, "print the iteration log to stderr")
+    log_every: float = _setting(0.5, _real(0.0, low_included=True), "seconds between log lines")
+    keep_log: bool = _setting(False, _FLAG, "keep the iteration log in Result.log (one row per inner iteration)")
+    lorads: LoRADSSettings = field(default_factory=LoRADSSettings)
+    split: SplitSettings = field(default_factory=SplitSettings)
+
+    def __post_init__(self):
+        super().__post_init__()
         if self.reduced_tol is not None and self.reduced_tol < self.tol:
             raise ValueError(f"reduced_tol must be None or >= tol = {self.tol!r}, got {self.reduced_tol!r}")
 
@@ -273,14 +298,147 @@ class Settings:
 
     @classmethod
     def names(cls) -> tuple[str, ...]:
-        return tuple(f.name for f in dataclasses.fields(cls))
+        """Every option's name, the groups' fields included (the names :meth:`from_options` takes)."""
+        return tuple(name for name, _, _ in _leaves())
 
     @classmethod
     def from_options(cls, settings: Settings | None = None, **options) -> Settings:
-        """Apply keyword ``options`` on top of ``settings`` (or the defaults); unknown names are an error."""
-        unknown = sorted(set(options) - set(cls.names()))
+        """Apply keyword ``options`` (any group's field, by name) on top of ``settings`` (or the defaults); unknown
+        names are a ValueError listing the valid ones."""
+        options = _renamed(options)
+        unknown = sorted(set(options) - set(cls.names()) - {"lorads", "split"})
         if unknown:
             raise ValueError(f"unknown setting(s) {', '.join(map(repr, unknown))}; "
                              f"valid settings are: {', '.join(cls.names())}")
         base = settings if settings is not None else cls()
-        return dataclasses.replace(base, **options)
+        groups = {name: {} for name in _GROUPS}
+        top = {}
+        for name, value in options.items():
+            group = _GROUP_OF.get(name)
+            (groups[group] if group else top)[name] = value
+        for group, changes in groups.items():
+            if changes:
+                top[group] = dataclasses.replace(top.get(group, getattr(base, group)), **changes)
+        return dataclasses.replace(base, **top)
+
+
+_GROUPS = {"lorads": LoRADSSettings, "split": SplitSettings}
+
+
+def _leaves():
+    """(name, group or None, field) of every option, the top level's first."""
+    for f in dataclasses.fields(Settings):
+        if f.name not in _GROUPS:
+            yield f.name, None, f
+    for group, cls in _GROUPS.items():
+        for f in dataclasses.fields(cls):
+            yield f.name, group, f
+
+
+_GROUP_OF = {name: group for name, group, _ in _leaves() if group}
+
+_DEPRECATED = {
+    "route": "algorithm",
+    "riemannian": "algorithm (False: algorithm='alm_admm')",
+    "interior_point": "interior_point_handover",
+}
+
+
+def _renamed(options: dict) -> dict:
+    """``options`` with the previous release's keywords (``route``, ``riemannian``, ``interior_point``) turned into
+    ``algorithm`` and ``interior_point_handover``, each with a DeprecationWarning."""
+    old = {name: options.pop(name) for name in list(options) if name in _DEPRECATED}
+    if not old:
+        return options
+    for name in old:
+        warnings.warn(f"the setting {name!r} is deprecated and will be removed in the next release: use "
+                      f"{_DEPRECATED[name]}", DeprecationWarning, stacklevel=3)
+    if "interior_point" in old:
+        options.setdefault("interior_point_handover", old["interior_point"])
+    if "route" in old or "riemannian" in old:
+        route = old.get("route", "auto")
+        riemannian = old.get("riemannian", True)
+        if riemannian is False and route == "interior_point":
+            raise ValueError("riemannian=False with route='interior_point' has no algorithm: use algorithm="
+                             "'interior_point' (the low-rank phases it hands over to follow the problem's structure)")
+        if riemannian is False:
+            options.setdefault("algorithm", Algorithm.ALM_ADMM)
+        elif riemannian is True:
+            options.setdefault("algorithm", route)
+        else:
+            raise ValueError(f"riemannian must be True or False, got {riemannian!r}")
+    return options
+
+
+def reference_rows() -> list[dict]:
+    """One dict per option, in the documentation's order: ``group`` ("main", "lorads" or "split"), ``name``,
+    ``flag`` (the command line's), ``default``, ``allowed`` and ``help``, all strings."""
+    rows = []
+    for name, group, f in _leaves():
+        rows.append({"group": group or "main", "name": name, "flag": _CLI_FLAGS.get(name, _flag(name)),
+                     "default": _default_text(f),
+                     "allowed": f.metadata["rule"].describe(), "help": f.metadata["help"]})
+    return rows
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+# the command line's own options for these: --gpus (a count or ids as "0,1") and --quiet (the log is on unless it is
+# given); the command line prints no iteration rows, so keep_log has no flag
+_CLI_FLAGS = {"devices": "--gpus", "verbose": "--quiet", "keep_log": ""}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add a flag for every option to ``parser`` (``--time-limit``, ``--no-l2-rescaling``, ...), from the fields'
+    metadata; an absent flag leaves the option at its default."""
+    group_titles = {None: "settings", "lorads": "advanced settings (LoRADS)", "split": "several devices"}
+    groups = {key: parser.add_argument_group(title) for key, title in group_titles.items()}
+    for name, group, f in _leaves():
+        rule = f.metadata["rule"]
+        if name in _CLI_FLAGS:
+            continue
+        help_text = f.metadata["help"].replace("%", "%%")  # argparse formats help with %
+        kwargs = {"dest": name, "default": None, "help": f"{help_text} (default {_default_text(f)})"}
+        if rule.kind == "flag":
+            kwargs["action"] = argparse.BooleanOptionalAction
+        elif rule.kind in ("choice", "algorithm"):
+            kwargs["choices"] = rule.choices if rule.kind == "choice" else [m.value for m in Algorithm]
+        else:
+            kwargs["type"] = _optional(float if rule.kind == "real" else int) if rule.optional else \
+                (float if rule.kind == "real" else int)
+        groups[group].add_argument(_flag(name), **kwargs)
+    groups[None].add_argument("--gpus", dest="devices", default=None,
+                              help="split the problem over several devices: a count, or GPU ids as 0,1 (with "
+                                   "--device cpu the shards are simulated in one process)")
+
+
+def _default_text(f) -> str:
+    default = f.default.value if isinstance(f.default, Algorithm) else f.default
+    return repr(default)
+
+
+def _optional(kind):
+    """A command-line type that also takes "none"."""
+    def parse(text: str):
+        return None if text.strip().lower() == "none" else kind(text)
+    parse.__name__ = kind.__name__
+    return parse
+
+
+def _devices(text: str):
+    """``--gpus``: a count ("2") or a list of GPU ids ("0,1"); Settings checks the values."""
+    try:
+        return int(text) if "," not in text else tuple(int(part) for part in text.split(","))
+    except ValueError:
+        raise ValueError(f"--gpus must be a count or GPU ids such as 0,1, got {text!r}") from None
+
+
+def options_from_arguments(args: argparse.Namespace) -> dict:
+    """The options given on a command line that :func:`add_arguments` made (absent flags left out)."""
+    names = [name for name in Settings.names() if name not in ("verbose", "keep_log")]
+    options = {name: getattr(args, name) for name in names if getattr(args, name, None) is not None}
+    if "devices" in options:
+        options["devices"] = _devices(options["devices"])
+    return options

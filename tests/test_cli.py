@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from cvxpy_culorads.cli import _parser, _settings, main
-from cvxpy_culorads.solver.driver import _Run
+from cvxpy_culorads.solver.run import Run
 
 # MaxCut of the triangle in SDPA form (F0 = L/4, F_i = e_i e_i', c = 1): the SDP value is 9/4.
 TRIANGLE_SDPA = """\
@@ -35,7 +35,7 @@ def triangle(tmp_path):
 
 
 def test_json_output(triangle, capsys):
-    assert main([str(triangle), "--device", "cpu", "--json", "--seed", "1", "--route", "low_rank"]) == 0
+    assert main([str(triangle), "--device", "cpu", "--json", "--seed", "1", "--algorithm", "low_rank"]) == 0
     out = capsys.readouterr().out
     report = json.loads(out)  # stdout holds the JSON object and nothing else
     assert report["status"] == "optimal"
@@ -59,10 +59,10 @@ def test_json_output(triangle, capsys):
     assert sum(stages.values()) <= report["solve_time"] - report["setup_time"] + 1e-6
 
 
-@pytest.mark.parametrize("flags, enabled", [([], True), (["--no-interior-point"], False)])
+@pytest.mark.parametrize("flags, enabled", [([], True), (["--no-interior-point-handover"], False)])
 def test_interior_point_switch(flags, enabled):
     settings = _settings(_parser().parse_args(["problem.dat-s"] + flags))
-    assert settings.interior_point is enabled
+    assert settings.lorads.interior_point_handover is enabled
 
 
 def test_summary_and_save(triangle, tmp_path, capsys):
@@ -165,9 +165,9 @@ def test_an_unbounded_problem_exits_1_with_strict_json(tmp_path, capsys):
     assert report["status"] == "unbounded_inaccurate"
 
 
-@pytest.mark.parametrize("flags, on_spheres", [([], True), (["--no-riemannian"], False)])
+@pytest.mark.parametrize("flags, on_spheres", [([], True), (["--algorithm", "alm_admm"], False)])
 def test_maxcut_is_solved_on_the_spheres_unless_told_not_to(triangle, capsys, flags, on_spheres):
-    assert main([str(triangle), "--device", "cpu", "--json", "--route", "low_rank", *flags]) == 0
+    assert main([str(triangle), "--device", "cpu", "--json", *(flags or ["--algorithm", "low_rank"])]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["status"] == "optimal" and report["sdpa_objective"] == pytest.approx(TRIANGLE_VALUE, rel=1e-5)
     phases = report["iterations"]
@@ -178,24 +178,26 @@ def test_bad_input_with_json_is_a_json_error_object(tmp_path, capsys):
     assert main([str(tmp_path / "missing.dat-s"), "--json"]) == 2
     report = _strict_json(capsys.readouterr().out)
     assert report["error"]["kind"] == "bad_input" and "missing.dat-s" in report["error"]["message"]
-    with pytest.raises(SystemExit) as info:
-        main(["x.dat-s", "--json", "--reopt-level", "7"])
+    assert main(["x.dat-s", "--json", "--reopt-level", "7"]) == 2  # the settings' own check, before the file is read
+    assert "reopt_level must be an integer in 0..2" in _strict_json(capsys.readouterr().out)["error"]["message"]
+    with pytest.raises(SystemExit) as info:  # argparse's own errors become JSON too
+        main(["x.dat-s", "--json", "--algorithm", "fastest"])
     assert info.value.code == 2
-    assert "reopt-level" in _strict_json(capsys.readouterr().out)["error"]["message"]
+    assert "--algorithm" in _strict_json(capsys.readouterr().out)["error"]["message"]
 
 
 def test_ctrl_c_exits_130_and_keeps_the_best_point(triangle, tmp_path, capsys, monkeypatch):
-    record = _Run.record
+    record = Run.record
 
     def interrupt_once_measured(run, progress, force=False):
         record(run, progress, force)
         if run.best is not None:
             raise KeyboardInterrupt
 
-    monkeypatch.setattr(_Run, "record", interrupt_once_measured)
+    monkeypatch.setattr(Run, "record", interrupt_once_measured)
     saved = tmp_path / "best.npz"
-    args = [str(triangle), "--device", "cpu", "--json", "--quiet", "--save", str(saved), "--no-interior-point",
-            "--no-riemannian"]  # phase I records a row per step, the first Riemannian run may already finish
+    args = [str(triangle), "--device", "cpu", "--json", "--quiet", "--save", str(saved), "--no-interior-point-handover",
+            "--algorithm", "alm_admm"]  # phase I records a row per step, the first Riemannian run may already finish
     assert main(args) == 130
     report = _strict_json(capsys.readouterr().out)
     assert report["status"] == "interrupted"

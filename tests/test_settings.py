@@ -8,6 +8,24 @@ import pytest
 
 from cvxpy_culorads import Settings
 from cvxpy_culorads.backends.backend import gpu_available, select_backend
+from cvxpy_culorads.cli import _parser
+from cvxpy_culorads.settings import Algorithm, LoRADSSettings, SplitSettings, reference_rows
+
+GROUP_FIELD = {LoRADSSettings: "lorads", SplitSettings: "split"}
+GROUP_OF = {f.name: group for group in GROUP_FIELD for f in dataclasses.fields(group)}
+
+
+def construct(name: str, value) -> Settings:
+    """Settings built directly with one value, in the dataclass that holds it."""
+    group = GROUP_OF.get(name)
+    if group is None:
+        return Settings(**{name: value})
+    return Settings(**{GROUP_FIELD[group]: group(**{name: value})})
+
+
+def value_of(settings: Settings, name: str):
+    group = GROUP_OF.get(name)
+    return getattr(settings if group is None else getattr(settings, GROUP_FIELD[group]), name)
 
 
 def test_unknown_option_is_named():
@@ -30,11 +48,12 @@ INF, NAN = math.inf, math.nan
     ("seed", -1), ("seed", 2**32), ("seed", True), ("seed", 1.5),
     ("device", "tpu"), ("device", None), ("criterion", 1), ("criterion", "DIMACS"),
     ("halo_precision", "half"), ("halo_precision", None),
-    ("verbose", 1), ("interior_point", "yes"), ("l2_rescaling", None),
+    ("verbose", 1), ("interior_point_handover", "yes"), ("l2_rescaling", None), ("algorithm", "riemannian"),
+    ("algorithm", None),
 ])
 def test_invalid_values_name_the_setting_and_the_value(name, value):
     with pytest.raises(ValueError, match=rf"^{name} must be .*, got {re.escape(repr(value))}$"):
-        Settings(**{name: value})
+        construct(name, value)
     with pytest.raises(ValueError, match=f"^{name} must be"):
         Settings.from_options(**{name: value})
 
@@ -42,7 +61,7 @@ def test_invalid_values_name_the_setting_and_the_value(name, value):
 @pytest.mark.parametrize("name", Settings.names())
 def test_every_setting_is_checked(name):
     with pytest.raises(ValueError, match=f"^{name} must be"):
-        Settings(**{name: object()})
+        construct(name, object())
 
 
 def test_numpy_scalars_are_stored_as_python_types():
@@ -52,16 +71,16 @@ def test_numpy_scalars_are_stored_as_python_types():
     for name, value in expected.items():
         assert getattr(s, name) == value and type(getattr(s, name)) is type(value), name
     assert type(Settings(time_limit=60).time_limit) is float  # an int where a real is expected becomes a float
-    for name in Settings.names():  # the defaults are plain types too
-        assert type(getattr(Settings(), name)) in (str, bool, int, float, type(None)), name
+    for name in Settings.names():  # the defaults are plain types too (the method an enum)
+        assert type(value_of(Settings(), name)) in (str, bool, int, float, type(None), Algorithm), name
 
 
 @pytest.mark.parametrize("valid", [dict(time_limit=INF), dict(log_every=0), dict(trace_bound=0), dict(seed=0),
                                    dict(seed=2**32 - 1), dict(tol=0.999), dict(rank=None, trace_bound=None),
                                    dict(reopt_level=0), dict(rank_growth=1.0001), dict(lbfgs_memory=1)])
 def test_values_at_the_edges_are_valid(valid):
-    s = Settings(**valid)
-    assert all(getattr(s, name) == value for name, value in valid.items())
+    s = Settings.from_options(**valid)
+    assert all(value_of(s, name) == value for name, value in valid.items())
 
 
 def test_settings_are_frozen_and_overridable():
@@ -82,3 +101,40 @@ def test_device_selection(monkeypatch):
     if not gpu_available():
         with pytest.raises(RuntimeError, match="device='gpu'"):
             select_backend("gpu")
+
+
+def test_options_reach_every_group_by_name():
+    s = Settings.from_options(tol=1e-6, rho_max=10.0, halo_precision="single", algorithm="low_rank")
+    assert (s.tol, s.lorads.rho_max, s.split.halo_precision, s.algorithm) == (1e-6, 10.0, "single", Algorithm.LOW_RANK)
+    assert Settings.from_options(s, max_admm_iter=3).lorads.rho_max == 10.0  # applied on top, the group kept
+
+
+@pytest.mark.parametrize("old, new", [
+    (dict(riemannian=False), dict(algorithm=Algorithm.ALM_ADMM)),
+    (dict(route="interior_point"), dict(algorithm=Algorithm.INTERIOR_POINT)),
+    (dict(route="low_rank", riemannian=True), dict(algorithm=Algorithm.LOW_RANK)),
+    (dict(interior_point=False), dict(interior_point_handover=False)),
+])
+def test_previous_keywords_warn_and_map_to_the_method(old, new):
+    with pytest.warns(DeprecationWarning, match="deprecated"):
+        s = Settings.from_options(**old)
+    assert all(value_of(s, name) == value for name, value in new.items())
+
+
+def test_contradictory_previous_keywords_are_refused():
+    with pytest.warns(DeprecationWarning), pytest.raises(ValueError, match="no algorithm"):
+        Settings.from_options(riemannian=False, route="interior_point")
+
+
+def test_reference_and_command_line_cover_every_setting():
+    rows = reference_rows()
+    assert [row["name"] for row in rows] == list(Settings.names())
+    assert all(row["help"] and row["allowed"] for row in rows)
+    flags = {option for action in _parser()._actions for option in action.option_strings}
+    # every setting has its flag but keep_log (the command line prints no iteration rows); verbose is --quiet
+    assert {row["flag"] for row in rows if row["name"] != "keep_log"} <= flags
+    assert {row["name"]: row["flag"] for row in rows if row["flag"] in ("--gpus", "--quiet", "")} == {
+        "devices": "--gpus", "verbose": "--quiet", "keep_log": ""}
+    for row in rows:
+        default = value_of(Settings(), row["name"])
+        assert row["default"] == repr(default.value if isinstance(default, Algorithm) else default)
