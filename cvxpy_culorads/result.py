@@ -117,7 +117,9 @@ class Result:
     - ``device``: the device that solved it, and with ``device="auto"`` on a machine with a GPU, why
       (``costs.DeviceCosts``).
     - ``route``: which method started (the interior-point method or the low-rank phases) and why: the estimated
-      cost of each (``costs.py``), or why only the low-rank phases could run.
+      cost of each (``solver/costs.py``), or why only the low-rank phases could run.
+    - ``plan``: the plan's decisions, one sentence each (which low-rank phases and why, how the rows were split,
+      whether the start was narrowed to fit in device memory; ``solver/plan.py``).
     - ``log``: the iteration log (``state.Progress`` rows), kept only with ``Settings.keep_log`` (a long solve
       makes millions of rows).
     """
@@ -142,6 +144,7 @@ class Result:
     peak_device_bytes: int = 0
     message: str = ""
     route: str = ""
+    plan: tuple[str, ...] = ()
     log: tuple = field(default=(), repr=False)
 
     @property

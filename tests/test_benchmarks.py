@@ -1,8 +1,11 @@
-"""The benchmark harness (benchmarks/): the CVXPY restatement used for side-by-side runs, and one suite run."""
+"""The benchmark harness (benchmarks/): the CVXPY restatement used for side-by-side runs, one suite run and the data
+it writes, the results pages generated from the data, and the studies (benchmarks/studies/) that tests still cover."""
 from __future__ import annotations
 
+import ast
 import csv
 import importlib.util
+import json
 import sys
 from pathlib import Path
 
@@ -16,13 +19,16 @@ from support import data_file, random_mixed_problem, sdplib_optimum
 
 cp = pytest.importorskip("cvxpy")  # the test extras have it; a GPU image may not
 
-BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+ROOT = Path(__file__).resolve().parents[1]
+BENCHMARKS = ROOT / "benchmarks"
+STUDIES = BENCHMARKS / "studies"
+META_KEYS = {"command", "device", "commit", "date"}
 
 
-def _load(name: str):
-    sys.path.insert(0, str(BENCHMARKS))  # the scripts import their siblings by name
+def _load(name: str, folder: Path = BENCHMARKS):
+    sys.path.insert(0, str(BENCHMARKS))  # the scripts import the harness's modules by name
     try:
-        spec = importlib.util.spec_from_file_location(f"_culorads_bench_{name}", BENCHMARKS / f"{name}.py")
+        spec = importlib.util.spec_from_file_location(f"_culorads_bench_{name}", folder / f"{name}.py")
         module = importlib.util.module_from_spec(spec)
         sys.modules[spec.name] = module  # dataclasses look their module up there
         spec.loader.exec_module(module)
@@ -61,7 +67,8 @@ def test_suite_run_writes_tables_with_known_optimum(tmp_path):
     run = _load("run")
     assert run.main(["--suite", "sdplib", "--sizes", "mcp124-1", "--device", "cpu",
                      "--profiles", "accurate,paper", "--out", str(tmp_path)]) == 0
-    with open(tmp_path / "sdplib_cpu.csv") as f:
+    (table,) = (tmp_path / "sdplib").glob("cpu-*core.csv")  # <suite>/<device>.csv
+    with open(table) as f:
         rows = {row["profile"]: row for row in csv.DictReader(f)}
     assert set(rows) == {"accurate", "paper"}
     accurate = rows["accurate"]
@@ -70,7 +77,11 @@ def test_suite_run_writes_tables_with_known_optimum(tmp_path):
     assert float(accurate["rel_error"]) <= 1e-4
     assert float(rows["paper"]["vs_accurate"]) == pytest.approx(
         abs(float(rows["paper"]["value"]) - float(accurate["value"])) / abs(float(accurate["value"])))
-    assert (tmp_path / "sdplib_cpu.md").read_text().count("| mcp124-1 |") == 2
+    meta = json.loads(table.with_suffix(".meta.json").read_text())
+    assert META_KEYS <= set(meta) and meta["suite"] == "sdplib" and meta["device"].startswith("cpu")
+    assert "--suite sdplib --sizes mcp124-1" in meta["command"] and meta["command"].startswith("python3 ")
+    assert meta["date"].endswith("Z") and meta["profiles"] == ["accurate", "paper"]
+    assert not list(tmp_path.rglob("*.md"))  # the Markdown is printed; the docs pages come from the data
 
 
 def test_completion_sizes_name_the_truths_rank():
@@ -86,7 +97,7 @@ def test_completion_sizes_name_the_truths_rank():
 
 
 def test_trust_regions_hessian_matches_finite_differences():
-    trust = _load("trust_regions")
+    trust = _load("trust_regions", STUDIES)
     rng = np.random.default_rng(4)
     C = trust._cost_matrix("sparse", "60")
     R = trust._retract(rng.standard_normal((60, 5)))
@@ -103,7 +114,7 @@ def test_trust_regions_hessian_matches_finite_differences():
 
 
 def test_trust_regions_and_lbfgs_reach_the_solvers_maxcut_value():
-    trust, graphs = _load("trust_regions"), _load("graphs")
+    trust, graphs = _load("trust_regions", STUDIES), _load("graphs")
     C = trust._cost_matrix("sparse", "300")
     ours = solve(maxcut_problem(graphs.random_regular_like(300, 4, seed=1)), device="cpu")  # the same graph
     assert ours.status.value == "optimal"
@@ -113,3 +124,73 @@ def test_trust_regions_and_lbfgs_reach_the_solvers_maxcut_value():
         assert 1e-7 in reached
         assert objective == pytest.approx(ours.primal_objective, rel=1e-5)
         assert trust.certified_gap(C, R, CR, objective) < 1e-5
+
+
+def test_results_are_data_with_their_metadata():
+    results = BENCHMARKS / "results"
+    assert not list(results.rglob("*.py")), "scripts belong in benchmarks/studies/"
+    tables = sorted(results.rglob("*.csv"))
+    assert len(tables) > 20
+    for table in tables:
+        meta_path = table.with_suffix(".meta.json")
+        assert meta_path.exists(), f"{table} has no metadata"
+        meta = json.loads(meta_path.read_text())
+        assert META_KEYS <= set(meta), f"{meta_path} lacks {META_KEYS - set(meta)}"
+        with open(table, newline="") as f:
+            assert list(csv.DictReader(f)), f"{table} has no rows"
+    current = [t for t in tables if t.parent.parent == results]  # <suite>/<device>.csv
+    assert {t.parent.name for t in current} >= {"gset", "sdplib", "delaunay", "rgg", "sparse", "completion", "theta"}
+
+
+def test_results_pages_are_generated_from_the_data(tmp_path):
+    docs_tables = _load("docs_tables")
+    pages = docs_tables.pages()
+    assert set(pages) == {"index.md", *docs_tables.PAGES}
+    for name, text in pages.items():
+        committed = ROOT / "docs" / "results" / name
+        assert committed.exists() and committed.read_text() == text, (
+            f"docs/results/{name} is out of date: run python3 benchmarks/docs_tables.py")
+    assert docs_tables.main(["--check"]) == 0
+    assert docs_tables.main(["--check", "--out", str(tmp_path)]) == 1  # nothing there: all out of date
+    decisions = ROOT / "docs" / "decisions"
+    for page in docs_tables.PAGES.values():  # the pages link only to records that exist
+        for record, _ in page.records:
+            assert (decisions / record).exists(), record
+    gset = pages["gset.md"]
+    assert "- command: `python3 benchmarks/run.py --suite gset" in gset and "- commit: aa1559d" in gset
+
+
+def test_pages_copy_the_cells_as_written(tmp_path, monkeypatch):
+    docs_tables, report = _load("docs_tables"), _load("report")
+    rows = [dict(instance="x|y", n=10, value=0.1234567890123, status="optimal")]
+    report.write_tables(rows, tmp_path / "toy" / "cpu-2core", "toy", device="cpu (NumPy/SciPy)", suite="toy")
+    monkeypatch.setattr(docs_tables, "RESULTS", tmp_path)
+    text = "\n".join(docs_tables.render_table(docs_tables.Table("toy/cpu-2core", "Toy")))
+    assert "| x\\|y | 10 | 0.1234567890123 | optimal |" in text
+    assert "- device: cpu (NumPy/SciPy)" in text and "- command: `python3 " in text
+
+
+def test_device_names():
+    report = _load("report")
+    assert report.device_slug("gpu (NVIDIA H100 80GB HBM3, CuPy 14.2.0)") == "h100"
+    assert report.device_slug("gpu (NVIDIA H200, CuPy 14.2.0)", 2) == "2xh200"
+    assert report.device_slug("cpu (NumPy/SciPy)").startswith("cpu-")
+
+
+def test_studies_parse_and_reach_the_harness():
+    names = {p.stem for p in BENCHMARKS.glob("*.py")} | {p.stem for p in STUDIES.glob("*.py")}
+    for script in sorted(STUDIES.glob("*.py")):
+        tree = ast.parse(script.read_text())
+        imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
+        imported |= {a.name for node in ast.walk(tree) if isinstance(node, ast.Import) for a in node.names}
+        local = {m for m in imported if m.split(".")[0] in names}
+        assert all(m in names for m in local), (script.name, local - names)
+
+
+def test_decision_records_index_lists_every_record():
+    decisions = ROOT / "docs" / "decisions"
+    index = (decisions / "index.md").read_text()
+    records = sorted(p.name for p in decisions.glob("*.md") if p.name != "index.md")
+    assert len(records) >= 40
+    assert [name for name in records if f"]({name})" not in index] == []
+    assert not (BENCHMARKS / "NOTES.md").exists()  # the notes live in the records

@@ -133,14 +133,14 @@ def test_a_point_without_a_bound_is_judged_on_the_slack():
     # constraints and C is singular, so no bound is certified and the slack's eigenvalues and the gap decide
     C = np.diag([1.0, 1.0, 0.0])
     problem = SDPProblem([2.0, 1.0], [C], [([0, 1], [1, 2], [0, 2], [1.0, 1.0])])
-    result = cl.solve(problem, device="cpu", interior_point=False)
+    result = cl.solve(problem, device="cpu", interior_point_handover=False)
     assert result.status is Status.OPTIMAL
     assert set(result.criteria) == {"primal_residual", "dual_slack_violation", "gap"}
     assert result.dual_bound is None and result.certified_gap is None
     assert "trace_bound" in result.message
     assert result.primal_objective == pytest.approx(2.0, rel=1e-4)
     # with a user bound (tr X <= 10 holds at the optimum X = [[1, 1, 0], [1, 1, 0], [0, 0, 1]]) it is certified
-    bounded = cl.solve(problem, device="cpu", interior_point=False, trace_bound=10.0)
+    bounded = cl.solve(problem, device="cpu", interior_point_handover=False, trace_bound=10.0)
     assert bounded.dual_bound <= 2.0 + 1e-9
     assert set(bounded.criteria) == {"primal_residual", "certified_gap"}
 
@@ -160,7 +160,7 @@ def test_a_block_fixed_to_trace_zero_is_certified():
     # tr X = 0 forces X = 0: the trace bound is 0, and the certificate needs no eigenvalue accuracy there
     problem = SDPProblem([0.0], [np.eye(3)], [([0, 0, 0], [0, 1, 2], [0, 1, 2], [1.0, 1.0, 1.0])])
     assert TraceBounds.of(problem).blocks == (0.0,)
-    result = cl.solve(problem, device="cpu", interior_point=False)  # the low-rank phases' certificate
+    result = cl.solve(problem, device="cpu", interior_point_handover=False)  # the low-rank phases' certificate
     assert result.status is Status.OPTIMAL
     assert result.dual_bound == pytest.approx(0.0, abs=1e-12)
     assert abs(result.primal_objective) <= 1e-8

@@ -16,7 +16,7 @@ from cvxpy_culorads.backends.memory import (
     interior_point_work_bytes,
 )
 from cvxpy_culorads.phases.interior_point import DEVICE_MIN_ORDER, _Block
-from cvxpy_culorads.solver.driver import INTERIOR_POINT_MEMORY_MESSAGE
+from cvxpy_culorads.solver.run import INTERIOR_POINT_MEMORY_MESSAGE
 
 from support import (
     DEVICES,
@@ -74,7 +74,7 @@ def test_small_blocks_are_grouped_up_to_the_group_order():
 @pytest.mark.parametrize("device", DEVICES)
 def test_interior_point_matches_clarabel(device):
     problem = random_mixed_problem(2)
-    result = solve(problem, device=device, interior_point_patience=1, route="low_rank")
+    result = solve(problem, device=device, interior_point_patience=1, algorithm="low_rank")
     assert result.iterations["alm"] == 1 and result.iterations["interior_point"] > 0
     assert result.status is Status.OPTIMAL, result.summary()
     assert result.primal_objective == pytest.approx(clarabel_value(problem), rel=1e-5, abs=1e-7)
@@ -90,7 +90,7 @@ def test_interior_point_matches_clarabel(device):
 def test_interior_point_agrees_with_the_low_rank_phases(device):
     # a block of order >= DEVICE_MIN_ORDER, so on a GPU the method runs there; two independent methods, one optimum
     problem, _ = random_maxcut(DEVICE_MIN_ORDER + 6, 0.2, seed=3)
-    low_rank = solve(problem, device=device, interior_point=False)
+    low_rank = solve(problem, device=device, interior_point_handover=False)
     interior = solve(problem, device=device, interior_point_patience=1)
     assert interior.iterations["interior_point"] > 0 and low_rank.iterations["interior_point"] == 0
     for result in (low_rank, interior):
@@ -112,14 +112,14 @@ def test_problems_where_the_low_rank_method_stalls(name):
 
 
 def test_switched_off_it_never_runs():
-    result = solve(random_mixed_problem(2), device="cpu", interior_point=False, interior_point_patience=1)
+    result = solve(random_mixed_problem(2), device="cpu", interior_point_handover=False, interior_point_patience=1)
     assert result.iterations["interior_point"] == 0
     assert result.stage_times["interior_point"] == 0.0
 
 
 def test_a_limit_inside_it_returns_its_point_with_an_honest_status():
     problem = random_mixed_problem(2)
-    result = solve(problem, device="cpu", interior_point_patience=1, max_iter=4, route="low_rank")
+    result = solve(problem, device="cpu", interior_point_patience=1, max_iter=4, algorithm="low_rank")
     assert result.status is Status.ITERATION_LIMIT
     assert result.iterations == {"alm": 1, "admm": 0, "riemannian": 0, "interior_point": 3}
     errors, _ = own_errors(problem, result)
@@ -166,8 +166,8 @@ def test_the_cheaper_route_starts():
     large = solve(_maxcut_of_order(400), device="cpu")  # n^3 dense work against a few hundred cheap steps
     assert large.route.startswith("low-rank phases first (by estimated cost)")
     assert large.iterations["interior_point"] == 0 and large.status is Status.OPTIMAL
-    too_large = solve(random_maxcut(30, 0.3, seed=1)[0], device="cpu", interior_point=False)
-    assert too_large.route == "low-rank phases only: interior_point=False"
+    too_large = solve(random_maxcut(30, 0.3, seed=1)[0], device="cpu", interior_point_handover=False)
+    assert too_large.route == "low-rank phases only: interior_point_handover=False"
 
 
 def test_an_interior_point_start_that_misses_tol_hands_over_to_the_low_rank_phases(monkeypatch):
@@ -183,7 +183,7 @@ def test_an_interior_point_start_that_misses_tol_hands_over_to_the_low_rank_phas
 def test_low_rank_phases_hand_over_once_they_used_the_interior_point_estimate(monkeypatch):
     monkeypatch.setattr("cvxpy_culorads.solver.costs.HANDOVER_FACTOR", 0.0)  # their share is used after one step
     problem = _maxcut_of_order(400)
-    result = solve(problem, device="cpu", riemannian=False)
+    result = solve(problem, device="cpu", algorithm="alm_admm")
     assert result.route.startswith("low-rank phases first")
     assert result.iterations["alm"] == 1 and result.iterations["interior_point"] > 0
     assert result.status is Status.OPTIMAL
@@ -194,8 +194,8 @@ def test_low_rank_phases_hand_over_once_they_used_the_interior_point_estimate(mo
                                           ("interior_point", "interior-point method first")])
 def test_the_route_setting_chooses_the_start(route, first):
     problem = random_mixed_problem(2)
-    result = solve(problem, device="cpu", route=route)
-    assert result.route.startswith(f"{first} (route={route!r})")
+    result = solve(problem, device="cpu", algorithm=route)
+    assert result.route.startswith(f"{first} (algorithm={route!r})")
     assert result.status is Status.OPTIMAL
     assert result.primal_objective == pytest.approx(clarabel_value(problem), rel=1e-4, abs=1e-6)
 
@@ -204,7 +204,7 @@ def _pretend_a_gpu(monkeypatch) -> list:
     """Make ``device='auto'`` see a GPU on this machine; the returned list records each backend it builds."""
     import cvxpy_culorads.backends.backend as backend_module
     monkeypatch.setattr(backend_module, "_gpu_probe", lambda: (True, ""))
-    monkeypatch.setattr("cvxpy_culorads.solver.driver.gpu_available", lambda: True)
+    monkeypatch.setattr("cvxpy_culorads.solver.run.gpu_available", lambda: True)
     monkeypatch.delenv("CULORADS_DEVICE", raising=False)
     built = []
     real = backend_module.select_backend
@@ -215,7 +215,7 @@ def _pretend_a_gpu(monkeypatch) -> list:
         built.append("gpu" if gpu else "cpu")
         return real("cpu")  # no CuPy here: the CPU stands in for the GPU
 
-    monkeypatch.setattr("cvxpy_culorads.solver.driver.select_backend", recording)
+    monkeypatch.setattr("cvxpy_culorads.solver.run.select_backend", recording)
     return built
 
 

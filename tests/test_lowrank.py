@@ -133,7 +133,7 @@ def test_every_phase_solves_low_rank_terms_as_the_expanded_problem(device):
     values = []
     for candidate in (problem, problem.expanded()):
         for route, interior_point in (("low_rank", False), ("interior_point", True)):
-            result = solve(candidate, device=device, route=route, interior_point=interior_point)
+            result = solve(candidate, device=device, algorithm=route, interior_point_handover=interior_point)
             assert result.status.name == "OPTIMAL", (route, result.message)
             values.append(result.primal_objective)
             assert result.dual_bound is not None and result.dual_bound <= values[0] + 1e-4 * (1 + abs(values[0]))
@@ -143,7 +143,7 @@ def test_every_phase_solves_low_rank_terms_as_the_expanded_problem(device):
 @pytest.mark.parametrize("formulation", ["low_rank", "sparse"])
 @pytest.mark.parametrize("n", [5, 7, 9, 10])
 def test_theta_of_cycles(formulation, n):
-    result = solve(theta_problem(cycle_graph(n), formulation), device="cpu", interior_point=False)
+    result = solve(theta_problem(cycle_graph(n), formulation), device="cpu", interior_point_handover=False)
     assert result.status.name == "OPTIMAL", result.message
     assert -result.primal_objective == pytest.approx(cycle_theta(n), rel=1e-4)
     # the certified bound (a lower bound on the minimisation) brackets the known optimum -theta
@@ -164,8 +164,8 @@ def test_theta_of_hamming_graphs(formulation, d, q):
 def test_both_theta_formulations_state_the_same_problem():
     """The sparse formulation's value at the lifted point of the low-rank one's optimum, and back."""
     W = cycle_graph(7)
-    dense = solve(theta_problem(W, "low_rank"), device="cpu", route="interior_point")
-    sparse = solve(theta_problem(W, "sparse"), device="cpu", route="interior_point")
+    dense = solve(theta_problem(W, "low_rank"), device="cpu", algorithm="interior_point")
+    sparse = solve(theta_problem(W, "sparse"), device="cpu", algorithm="interior_point")
     assert dense.primal_objective == pytest.approx(sparse.primal_objective, rel=1e-6)
 
 
@@ -175,7 +175,7 @@ def test_negative_diagonal_objective_bound_is_certified_independently():
     problem = theta_problem(cycle_graph(9), "sparse")
     bounds = TraceBounds.of(problem)
     assert bounds.negative_diagonal == (1.0, 1.0)  # Y_00 <= 1 bounds the rest; |C_jj| = 1
-    result = solve(problem, device="cpu", interior_point=False, tol=1e-6)
+    result = solve(problem, device="cpu", interior_point_handover=False, tol=1e-6)
     theta = max(0.0, -np.linalg.eigvalsh(problem.slack_matrix(0, result.dual).toarray())[0])
     assert theta < 1.0
     dual = float(problem.b @ result.dual)

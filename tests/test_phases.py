@@ -6,13 +6,15 @@ import pytest
 
 from cvxpy_culorads import Settings, Status, solve
 from cvxpy_culorads.backends.backend import Backend, select_backend
-from cvxpy_culorads.backends.kernels import CpuKernels, Kernels, check_capabilities
+from cvxpy_culorads.backends.cpu_kernels import CpuKernels
+from cvxpy_culorads.backends.kernels import Kernels, check_capabilities
 from cvxpy_culorads.certify.measures import ProblemNorms
 from cvxpy_culorads.linalg.krylov import conjugate_gradient
 from cvxpy_culorads.phases.admm import ADMMPhase
 from cvxpy_culorads.phases.alm import LBFGS, ALMPhase, quartic_minimiser
 from cvxpy_culorads.phases.state import PhaseOutcome, widen_factor
-from cvxpy_culorads.solver.driver import _Run
+from cvxpy_culorads.solver.plan import plan
+from cvxpy_culorads.solver.run import Run
 
 from support import random_maxcut
 
@@ -78,7 +80,8 @@ def test_conjugate_gradient():
 
 
 def _run_for(problem, **options):
-    return _Run(problem, Settings.from_options(device="cpu", **options))
+    settings = Settings.from_options(device="cpu", **options)
+    return Run(problem, settings, plan(problem, settings))
 
 
 def test_alm_reaches_the_switch_tolerance():
@@ -87,7 +90,7 @@ def test_alm_reaches_the_switch_tolerance():
     alm = ALMPhase(run.op, run.state, run.settings, run.norms, run.max_ranks, outer_budget=200)
     rows = list(alm.run())
     assert alm.outcome is PhaseOutcome.CONVERGED
-    assert rows[-1].primal_infeasibility_inf <= run.settings.phase1_tol
+    assert rows[-1].primal_infeasibility_inf <= run.settings.lorads.phase1_tol
     assert rows[0].primal_infeasibility_inf > rows[-1].primal_infeasibility_inf
 
 
@@ -163,7 +166,7 @@ def test_admm_reaches_tol_from_the_alm_point():
     for _ in alm.run():
         pass
     admm = ADMMPhase(run.op, run.state, run.settings, ProblemNorms.of(problem), max_sweeps=2000, reopt=False,
-                     rho_max=run.settings.rho_max)
+                     rho_max=run.settings.lorads.rho_max)
     rows = list(admm.run())
     assert admm.outcome is PhaseOutcome.CONVERGED
     last = rows[-1]
@@ -173,12 +176,12 @@ def test_admm_reaches_tol_from_the_alm_point():
 
 def test_kernel_sets_meet_the_contract_and_settings_are_checked_against_their_capabilities():
     assert isinstance(CpuKernels(), Kernels) and CpuKernels.max_lbfgs_memory is None
-    check_capabilities(CpuKernels(), Settings(lbfgs_memory=50), "cpu")
+    check_capabilities(CpuKernels(), Settings.from_options(lbfgs_memory=50), "cpu")
 
     class FourPairs(CpuKernels):
         max_lbfgs_memory = 4
 
     with pytest.raises(ValueError, match="lbfgs_memory must be at most 4 on gpu, got 8"):
-        check_capabilities(FourPairs(), Settings(lbfgs_memory=8), "gpu")
-    check_capabilities(FourPairs(), Settings(lbfgs_memory=4), "gpu")
+        check_capabilities(FourPairs(), Settings.from_options(lbfgs_memory=8), "gpu")
+    check_capabilities(FourPairs(), Settings.from_options(lbfgs_memory=4), "gpu")
 

@@ -12,7 +12,7 @@ from cvxpy_culorads.models import maxcut_problem
 from cvxpy_culorads.operators.compressed import BlockLayout, CompressedOperator
 from cvxpy_culorads.phases import riemannian
 from cvxpy_culorads.phases.riemannian import Spheres
-from cvxpy_culorads.solver import driver
+from cvxpy_culorads.solver import strategies
 
 from support import DEVICES, clarabel_value, primal_residual, random_maxcut, random_mixed_problem
 
@@ -63,7 +63,7 @@ def test_only_problems_on_a_product_of_spheres_take_it():
 @pytest.mark.parametrize("device", DEVICES)
 def test_maxcut_on_the_spheres_matches_clarabel_with_an_independent_certificate(device):
     problem, L = random_maxcut(60, 0.3, seed=7)
-    result = solve(problem, device=device, route="low_rank", riemannian=True)
+    result = solve(problem, device=device, algorithm="low_rank")
     assert result.iterations["riemannian"] > 0 and result.iterations["alm"] == result.iterations["admm"] == 0
     assert result.status is Status.OPTIMAL, result.summary()
     reference = clarabel_value(problem)
@@ -84,7 +84,7 @@ def test_maxcut_on_the_spheres_matches_clarabel_with_an_independent_certificate(
 
 def test_weighted_diagonals_in_several_blocks_match_clarabel():
     problem = _weighted_diagonal_problem(2)
-    result = solve(problem, device="cpu", route="low_rank", riemannian=True)
+    result = solve(problem, device="cpu", algorithm="low_rank")
     assert result.iterations["riemannian"] > 0 and result.iterations["alm"] == 0
     assert result.status is Status.OPTIMAL, result.summary()
     assert result.primal_objective == pytest.approx(clarabel_value(problem), rel=2e-5)
@@ -96,7 +96,7 @@ def test_its_multipliers_are_the_least_squares_ones(max_iter):
     # snapshots after the Riemannian phase skip the stationary-multiplier refinement because of this: the returned
     # multipliers minimise ||(C - A*(lambda)) R||_F, here solved as one dense least-squares problem
     problem = _weighted_diagonal_problem(3)
-    result = solve(problem, device="cpu", route="low_rank", riemannian=True, max_iter=max_iter)
+    result = solve(problem, device="cpu", algorithm="low_rank", max_iter=max_iter)
     assert result.iterations["riemannian"] > 0
     columns, target = [], []
     for k, R in enumerate(result.factors):
@@ -113,8 +113,8 @@ def test_its_multipliers_are_the_least_squares_ones(max_iter):
 
 def test_the_paper_phases_give_the_same_answer():  # the spheres are the default
     problem, _ = random_maxcut(80, 0.2, seed=11)
-    spheres = solve(problem, device="cpu", route="low_rank")
-    phases = solve(problem, device="cpu", route="low_rank", riemannian=False)
+    spheres = solve(problem, device="cpu", algorithm="low_rank")
+    phases = solve(problem, device="cpu", algorithm="alm_admm")
     assert spheres.iterations["riemannian"] > 0 and spheres.iterations["alm"] == 0
     assert phases.iterations["riemannian"] == 0 and phases.iterations["alm"] > 0
     assert spheres.status is phases.status is Status.OPTIMAL
@@ -124,7 +124,7 @@ def test_the_paper_phases_give_the_same_answer():  # the spheres are the default
 def test_a_rank_one_start_escapes_through_the_zero_gradient():
     # on rank 1 every row is +-1: the tangent space is {0}, the gradient is zero, and only an escape can descend
     problem, _ = random_maxcut(30, 0.5, seed=4)
-    result = solve(problem, device="cpu", rank=1, route="low_rank", riemannian=True)
+    result = solve(problem, device="cpu", rank=1, algorithm="low_rank")
     assert result.status is Status.OPTIMAL and result.ranks[0] > 1
     assert result.primal_objective == pytest.approx(clarabel_value(problem), rel=2e-5)
 
@@ -133,14 +133,14 @@ def test_a_narrow_start_escapes_from_a_fresh_start_and_is_certified(monkeypatch)
     # too few columns for the optimum: the runs stall, and each wider factor starts afresh
     problem, L = random_maxcut(120, 0.1, seed=11)
     restarts = []
-    escape = driver._escape
+    escape = strategies._escape
 
     def recorded(run, directions, restart_seed=None):
         restarts.append(restart_seed)
         return escape(run, directions, restart_seed)
 
-    monkeypatch.setattr(driver, "_escape", recorded)
-    result = solve(problem, device="cpu", rank=2, route="low_rank", riemannian=True)
+    monkeypatch.setattr(strategies, "_escape", recorded)
+    result = solve(problem, device="cpu", rank=2, algorithm="low_rank")
     assert result.status is Status.OPTIMAL and result.ranks[0] > 2
     assert restarts and all(seed is not None for seed in restarts)
     # a feasible point whose value the bound from the returned multipliers alone (dense eigvalsh) brackets: the
@@ -159,14 +159,14 @@ def test_an_objective_with_a_low_rank_term_stays_on_the_spheres():
     C = (W + W.T).toarray()
     idx = np.arange(n)
     factored = SDPProblem(np.ones(n), [sp.csr_array(C) + LowRank(U, [1.0, -0.5])], [(idx, idx, idx, np.ones(n))])
-    result = solve(factored, device="cpu", route="low_rank", riemannian=True)
+    result = solve(factored, device="cpu", algorithm="low_rank")
     assert result.iterations["riemannian"] > 0 and result.status is Status.OPTIMAL
     assert result.primal_objective == pytest.approx(clarabel_value(factored.expanded()), rel=2e-5)
 
 
 def test_an_iteration_limit_inside_it_is_honest():
     problem, _ = random_maxcut(200, 0.1, seed=2)
-    result = solve(problem, device="cpu", route="low_rank", riemannian=True, max_iter=3)
+    result = solve(problem, device="cpu", algorithm="low_rank", max_iter=3)
     assert result.status is Status.ITERATION_LIMIT and result.iterations["riemannian"] == 3
     assert primal_residual(problem, result) <= 1e-12  # still on the spheres
 
@@ -177,11 +177,12 @@ def test_the_spheres_start_wider_than_the_alm_phases():
     problem, _ = random_maxcut(500, 0.02, seed=3)
 
     def first_ranks(**options):
-        return solve(problem, device="cpu", route="low_rank", max_iter=1, keep_log=True, **options).log[0].ranks
+        options = {"algorithm": "low_rank", **options}
+        return solve(problem, device="cpu", max_iter=1, keep_log=True, **options).log[0].ranks
 
     assert first_ranks() == (25,)
-    assert first_ranks(riemannian=False) == (13,)
-    assert first_ranks(rank_factor=3.0) == first_ranks(rank_factor=3.0, riemannian=False) == (19,)
+    assert first_ranks(algorithm="alm_admm") == (13,)
+    assert first_ranks(rank_factor=3.0) == first_ranks(rank_factor=3.0, algorithm="alm_admm") == (19,)
 
 
 def test_its_peak_holds_few_factor_sized_arrays(monkeypatch):

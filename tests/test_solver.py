@@ -60,7 +60,7 @@ def test_blocks_and_nonnegative_variables_match_clarabel(device):
 
 def test_result_fields_and_rank_bound():
     problem, _ = random_maxcut(20, 0.4, seed=3)
-    result = solve(problem, device="cpu", rank=2, route="low_rank", riemannian=False)
+    result = solve(problem, device="cpu", rank=2, algorithm="alm_admm")
     assert result.status is Status.OPTIMAL
     assert result.ranks[0] == result.factors[0].shape[1] >= 2
     assert result.iterations["alm"] > 0
@@ -126,7 +126,8 @@ def test_a_default_rank_that_does_not_fit_is_narrowed_a_set_one_is_refused(monke
     monkeypatch.setattr(Backend, "free_memory", lambda self: room)
     result = solve(problem, device="cpu", max_iter=1, keep_log=True, verbose=True)
     assert result.log[0].ranks == (15,)
-    assert "initial ranks [15] (narrowed" in capsys.readouterr().err
+    assert "start narrowed to fit in device memory; initial ranks [15]" in capsys.readouterr().err
+    assert result.plan[-1] == "start narrowed to fit in device memory"
     with pytest.raises(MemoryError, match="at its initial rank 16"):
         solve(problem, device="cpu", rank=16)
     room = estimate_device_bytes(problem, BlockLayout.of(problem), 11)
@@ -148,7 +149,7 @@ def test_running_out_of_memory_mid_solve_is_a_status(monkeypatch):
         return line_search(self, *args)
 
     monkeypatch.setattr(RiemannianPhase, "_line_search", failing_after_a_while)
-    result = solve(problem, device="cpu", interior_point=False)
+    result = solve(problem, device="cpu", interior_point_handover=False)
     assert result.status in (Status.INACCURATE, Status.STALLED)
     assert "ran out of memory" in result.message
     assert result.iterations["riemannian"] == 11 and result.factors[0].shape[0] == 40

@@ -19,7 +19,7 @@ from cvxpy_culorads.models import maxcut_problem
 from cvxpy_culorads.operators.compressed import BlockLayout
 from cvxpy_culorads.problem.scaling import DiagonalScaling
 from cvxpy_culorads.result import Errors, Result
-from cvxpy_culorads.solver.driver import _Run
+from cvxpy_culorads.solver.run import Run
 
 CPU = dict(device="cpu")
 
@@ -116,7 +116,8 @@ def test_diagonal_scaling_is_an_equivalent_problem_and_leaves_well_scaled_blocks
 def _crippled(**extra):
     """Settings that stop a solve long before tol: one ALM outer iteration, one ADMM sweep, nothing else (and not
     the Riemannian phase, which MaxCut would take)."""
-    return dict(CPU, max_alm_outer=1, max_admm_iter=1, reopt_level=0, interior_point=False, riemannian=False,
+    return dict(CPU, max_alm_outer=1, max_admm_iter=1, reopt_level=0, interior_point_handover=False,
+                algorithm="alm_admm",
                 **extra)
 
 
@@ -196,15 +197,15 @@ def test_time_limit_holds_through_an_expensive_final_measurement():
 
 
 def test_ctrl_c_returns_the_best_point_with_status_interrupted(monkeypatch):
-    record = _Run.record
+    record = Run.record
 
     def interrupt_late(run, progress, force=False):
         record(run, progress, force)
         if run.best is not None and run.inner_iterations > 5:
             raise KeyboardInterrupt
 
-    monkeypatch.setattr(_Run, "record", interrupt_late)
-    result = solve(_small_maxcut(), route="low_rank", riemannian=False, **CPU)  # phase I: a row per step
+    monkeypatch.setattr(Run, "record", interrupt_late)
+    result = solve(_small_maxcut(), algorithm="alm_admm", **CPU)  # phase I: a row per step
     assert result.status is Status.INTERRUPTED and result.status.has_solution
     R = result.factors[0]
     assert R.shape[0] == 40 and np.all(np.isfinite(R))

@@ -61,7 +61,7 @@ def test_theta_on_the_sphere_is_certified_independently(device, d, q):
     """Hamming graphs are regular, so theta's first subproblems meet the critical point X = J / n (the perturbation
     in ``alm.py``); the answer must match theta = q^(d-1), with the bound recomputed from the multipliers."""
     problem = theta_problem(hamming_graph(d, q), "low_rank")
-    result = solve(problem, device=device, interior_point=False)
+    result = solve(problem, device=device, interior_point_handover=False)
     assert result.status.name == "OPTIMAL", result.message
     assert result.iterations["alm"] > 0 and result.iterations["admm"] == 0  # phase I alone, on the sphere
     theta = hamming_theta(d, q)
@@ -76,8 +76,8 @@ def test_theta_on_the_sphere_is_certified_independently(device, d, q):
 @pytest.mark.parametrize("n", [7, 11])
 def test_theta_of_cycles_agrees_with_the_route_without_the_sphere(n):
     problem = theta_problem(cycle_graph(n), "low_rank")
-    on = solve(problem, device="cpu", interior_point=False)
-    off = solve(problem, device="cpu", interior_point=False, riemannian=False)
+    on = solve(problem, device="cpu", interior_point_handover=False)
+    off = solve(problem, device="cpu", interior_point_handover=False, algorithm="alm_admm")
     for result in (on, off):
         assert result.status.name == "OPTIMAL", result.message
         assert -result.primal_objective == pytest.approx(cycle_theta(n), rel=1e-4)
@@ -100,8 +100,8 @@ def test_scaled_trace_with_a_dense_objective_matches_the_interior_point_method()
     objective = -LowRank(u) + sp.diags_array(rng.uniform(-1.0, 1.0, n)).tocsr()
     problem = SDPProblem(b, [objective], [constraints], block_sizes=[n])
     assert FixedTrace.of(problem) == FixedTrace(constraint=0, size=3.0)
-    sphere = solve(problem, device="cpu", interior_point=False)
-    reference = solve(problem, device="cpu", route="interior_point")
+    sphere = solve(problem, device="cpu", interior_point_handover=False)
+    reference = solve(problem, device="cpu", algorithm="interior_point")
     assert sphere.status.name == "OPTIMAL" and reference.status.name == "OPTIMAL"
     assert sphere.iterations["admm"] == 0
     assert sphere.primal_objective == pytest.approx(reference.primal_objective, rel=1e-4, abs=1e-4)

@@ -22,7 +22,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from cvxpy_culorads.backends.kernels import kernels_for
+from cvxpy_culorads.backends.backend import kernels_for
 from cvxpy_culorads.backends.memory import DENSE_LIMIT, deflation_fits
 from cvxpy_culorads.certify.measures import ProblemNorms
 from cvxpy_culorads.linalg.krylov import (

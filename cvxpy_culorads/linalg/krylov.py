@@ -15,7 +15,7 @@ import time
 import numpy as np
 import scipy.linalg
 
-from cvxpy_culorads.backends.kernels import kernels_for
+from cvxpy_culorads.backends.backend import kernels_for
 from cvxpy_culorads.backends.memory import KEPT_RITZ_SHARE, affordable_lanczos_steps
 from cvxpy_culorads.operators.compressed import prepare_products, symmetric_times
 

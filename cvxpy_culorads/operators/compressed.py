@@ -41,7 +41,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from cvxpy_culorads.backends.kernels import kernels_for
+from cvxpy_culorads.backends.backend import kernels_for
 from cvxpy_culorads.hostpasses import extremes, map_chunks, strictly_increasing
 from cvxpy_culorads.phases.state import initial_rows, widen_factor
 

@@ -88,7 +88,7 @@ class ADMMPhase:
         """ADMM sweeps; returns how they ended (FAILED: the iterates diverged)."""
         st, op, tol = self.state, self.op, self.settings.tol
         cap = self.rho_max
-        ceiling = RHO_CEILING_FACTOR * max(self.settings.rho_max, cap)
+        ceiling = RHO_CEILING_FACTOR * max(self.settings.lorads.rho_max, cap)
         st.rho = min(st.rho, cap)
         window: deque[float] = deque(maxlen=10)
         previous_mean = math.inf

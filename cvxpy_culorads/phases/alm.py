@@ -145,7 +145,7 @@ class ALMPhase:
                                      sphere.size / (2.0 * float(op.backend.to_host(op.b[sphere.constraint]))))
         self.normal = self.xp.empty(1)  # the sphere's normal component of the last projected array (device)
         self.kernels = op.kernels
-        self.lbfgs = LBFGS(self.kernels, settings.lbfgs_memory)
+        self.lbfgs = LBFGS(self.kernels, settings.lorads.lbfgs_memory)
         self.steps = 0
         self.outcome: PhaseOutcome | None = None  # set when the phase ends (CONVERGED: ready for phase II)
         self.growth_skipped = False  # a rank increase was due but the wider factor would not fit in device memory
@@ -314,7 +314,7 @@ class ALMPhase:
         for a residual whose root mean square shrinks like 1/sqrt(m), so with 2e8 constraints (completion,
         n = 2e7) phase I otherwise ran on for hundreds of steps past the point where only the dual certificate
         was left to check."""
-        tol, final = self.settings.phase1_tol, self.settings.tol
+        tol, final = self.settings.lorads.phase1_tol, self.settings.tol
         pinf, gap = progress.primal_infeasibility, progress.gap
         if self.sphere is not None:  # on the sphere phase I runs to the end (module docstring)
             return gap <= self.exit_tol and pinf <= self.exit_tol
@@ -389,7 +389,7 @@ class ALMPhase:
         """Every block's rank times ``rank_growth`` (up to its bound), or None when no rank can grow or the wider
         factor would not fit in device memory."""
         ranks = self.state.ranks
-        growth = self.settings.rank_growth
+        growth = self.settings.lorads.rank_growth
         new_ranks = [min(int(math.ceil(growth * r)), r_max) for r, r_max in zip(ranks, self.max_ranks)]
         if new_ranks == ranks:
             return None

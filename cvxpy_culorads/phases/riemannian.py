@@ -100,7 +100,7 @@ class RiemannianPhase:
         self.backend, self.xp, self.kernels = op.backend, op.backend.xp, op.kernels
         self.size = float(self.squares.sum())  # ||R||_F^2 on the manifold
         # the curvature pairs of an earlier run on the same factor carry over (the driver resets them on a rank change)
-        self.lbfgs = lbfgs if lbfgs is not None else LBFGS(self.kernels, settings.lbfgs_memory)
+        self.lbfgs = lbfgs if lbfgs is not None else LBFGS(self.kernels, settings.lorads.lbfgs_memory)
         self.steps = self.moves = 0  # rows yielded, steps taken
         self.measure = math.inf  # the gradient measure at the last point
         # the trial points' product: rounded halos in a loose run; the returned point's is exact (``_finish``)
