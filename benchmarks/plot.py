@@ -2,8 +2,8 @@
 
 Usage::
 
-    python benchmarks/plot.py benchmarks/results/rgg_gpu.csv benchmarks/results/delaunay_gpu.csv \
-        --out benchmarks/results/scaling.png
+    python benchmarks/plot.py benchmarks/results/rgg/h100.csv benchmarks/results/delaunay/h100.csv \
+        --out docs/results/scaling_gpu.png
 
 One series per (file, profile), points marked by status (filled: optimal); the paper's H100 times, where
 the rows carry them, as black crosses. Needs matplotlib (``pip install matplotlib``), which the solver

@@ -1,19 +1,73 @@
-"""Shared output of the benchmark scripts: one CSV and one Markdown table per run, and the columns every suite
-reports for a solve."""
+"""Shared output of the benchmark scripts: results as data, and the columns every suite reports for a solve.
+
+A run writes ``<suite>/<device>.csv`` (one row per solve, all fields) and ``<suite>/<device>.meta.json`` under
+``benchmarks/results/`` (or ``--out``): the command line, the device, the commit (``git rev-parse --short HEAD``,
+``tree: modified`` when the working tree differs from it) and the UTC date that made the table, with its title and
+footer. A new run of the same suite on the same device replaces the table; an older table worth keeping goes to
+``results/archive/`` by hand, with its metadata. ``docs_tables.py`` turns the tables into the results pages of the
+docs. The Markdown table is printed, not written.
+"""
 from __future__ import annotations
 
 import csv
+import datetime
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
 from pathlib import Path
 
+__all__ = ["RESULTS", "write_tables", "result_fields", "run_metadata", "device_slug", "read_table"]
 
-def write_tables(rows: list[dict], stem: Path, title: str, footer: str = "", columns: list | None = None) -> str:
-    """Write ``stem.csv`` (all fields) and ``stem.md`` (``columns``, default all); return the Markdown."""
+RESULTS = Path(__file__).resolve().parent / "results"
+_ROOT = Path(__file__).resolve().parents[1]
+
+
+def device_slug(description: str, count: int = 1) -> str:
+    """A file name for the device a table was measured on: ``gpu (NVIDIA H100 80GB HBM3, CuPy 14.2.0)`` -> ``h100``,
+    ``cpu (NumPy/SciPy)`` -> ``cpu-<cores>core`` (this machine's cores), ``count`` GPUs -> ``2xh100``."""
+    if description.startswith("cpu"):
+        return f"cpu-{os.cpu_count()}core"
+    model = re.search(r"\b([A-Z]{1,3}\d{2,4}[A-Z]?)\b", description)
+    name = model.group(1) if model else re.sub(r"[^a-z0-9]+", "-", description.lower()).strip("-")
+    return f"{count}x{name.lower()}" if count > 1 else name.lower()
+
+
+def _git(*args: str) -> str:
+    try:
+        return subprocess.run(["git", *args], cwd=_ROOT, capture_output=True, text=True, timeout=30).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+def run_metadata(device: str | None = None, script: str | Path | None = None, argv: list | None = None) -> dict:
+    """What made a table: the command line as typed from the repository root (``script`` and ``argv``, default the
+    process's), the device, the commit and whether the tree differed from it, the date (UTC)."""
+    script = Path(script or sys.argv[0]).resolve()
+    shown = script.relative_to(_ROOT) if script.is_relative_to(_ROOT) else script
+    argv = sys.argv[1:] if argv is None else argv
+    modified = bool(_git("status", "--porcelain", "--untracked-files=no"))
+    return dict(command=shlex.join(["python3", str(shown), *argv]), device=device or "not recorded",
+                commit=_git("rev-parse", "--short", "HEAD") or "not recorded", tree="modified" if modified else "clean",
+                date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"))
+
+
+def write_tables(rows: list[dict], stem: Path, title: str, footer: str = "", columns: list | None = None,
+                 device: str | None = None, script: str | Path | None = None, argv: list | None = None,
+                 **meta) -> str:
+    """Write ``stem.csv`` (all fields) and ``stem.meta.json`` (``run_metadata``, the title, the footer, the columns
+    to show and ``meta``); return the Markdown table of ``columns`` (default all)."""
     stem.parent.mkdir(parents=True, exist_ok=True)
     fields = list(dict.fromkeys(key for row in rows for key in row))  # rows may add columns of their own
     with open(stem.with_suffix(".csv"), "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=fields, restval="")
         writer.writeheader()
         writer.writerows(rows)
+    info = dict(run_metadata(device, script, argv), title=title, **({"footer": footer} if footer else {}),
+                **({"columns": list(columns)} if columns else {}), **meta)
+    stem.with_suffix(".meta.json").write_text(json.dumps(info, indent=1, ensure_ascii=False) + "\n")
     columns = columns or fields
     lines = [title, "", "| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     for row in rows:  # objective values keep their digits; other floats are measurements
@@ -22,9 +76,15 @@ def write_tables(rows: list[dict], stem: Path, title: str, footer: str = "", col
                                        for c in columns) + " |")
     if footer:
         lines += ["", footer]
-    text = "\n".join(lines) + "\n"
-    stem.with_suffix(".md").write_text(text)
-    return text
+    return "\n".join(lines) + "\n"
+
+
+def read_table(csv_path: Path) -> tuple[list[dict], dict]:
+    """The rows of a results table (strings, as written) and its metadata."""
+    with open(csv_path, newline="") as f:
+        rows = list(csv.DictReader(f))
+    meta_path = csv_path.with_suffix(".meta.json")
+    return rows, json.loads(meta_path.read_text()) if meta_path.exists() else {}
 
 
 def result_fields(result, seconds: float, paper_seconds) -> dict:
@@ -45,5 +105,3 @@ def result_fields(result, seconds: float, paper_seconds) -> dict:
                 peak_gib=round(result.peak_device_bytes / 2**30, 3),
                 paper_h100_s=paper_seconds if paper_seconds is not None else "",
                 ratio=round(seconds / paper_seconds, 2) if paper_seconds else "")
-
-

@@ -17,8 +17,10 @@ the error against a known optimum where the data set has one (``rel_error``) or 
 value (``vs_accurate``), the three DIMACS errors, the status, the peak device memory and the paper's H100 time with
 our ratio. With ``--compare`` the same SDP goes through CVXPY to SCS / Clarabel (up to the sizes of
 ``compare.PEER_MAX_N``), in the same run, reported on the instance's first row. A line per instance as it finishes,
-then a Markdown table; ``<suite>_<device>.csv`` and ``.md`` go to ``--out``. ``plot.py`` draws the
-time-versus-n figure.
+then a Markdown table. The table goes to ``--out`` (``benchmarks/results/``) as data: ``<suite>/<device>.csv`` and
+``<suite>/<device>.meta.json`` with the command, the device, the commit and the date (``report.write_tables``); the
+device is named by its model (``h100``, ``cpu-2core``). ``docs_tables.py`` regenerates the docs' results pages from
+them, and ``plot.py`` draws the time-versus-n figure.
 """
 from __future__ import annotations
 
@@ -37,7 +39,7 @@ from cvxpy_culorads.models import maxcut_problem  # noqa: E402
 import suites  # noqa: E402
 from compare import PEER_MAX_N, solve_with  # noqa: E402
 from graphs import random_regular_like  # noqa: E402
-from report import result_fields, write_tables  # noqa: E402
+from report import device_slug, result_fields, write_tables  # noqa: E402
 
 
 def solve_row(instance, problem, extra, profile: str, backend, args) -> dict:
@@ -63,9 +65,9 @@ def warm_up(backend) -> None:
     (~0.3 s each; 3.5 s on G1 without this), so small MaxCuts are solved from every bucket's rank, one of them
     large enough for the Lanczos path of the dual certificate; the Riemannian phase's kernels likewise."""
     for n, rank, reopt in ((1200, None, 2), (800, None, 0), *((200, r, 2) for r in WARM_UP_RANKS)):
-        for riemannian in (False, True):
+        for algorithm in ("alm_admm", "low_rank"):
             cl.solve(maxcut_problem(random_regular_like(n, 6, seed=1)), device=backend.name, rank=rank,
-                     max_iter=300, reopt_level=reopt, riemannian=riemannian)
+                     max_iter=300, reopt_level=reopt, algorithm=algorithm)
 
 
 def main(argv=None) -> int:
@@ -110,9 +112,11 @@ def main(argv=None) -> int:
         mine = [r for r in rows if r["profile"] == profile]
         summary.append(f"{profile}: {sum(r['seconds'] for r in mine):.2f} s over {len(mine)} instances, "
                        f"{sum(r['status'] == 'optimal' for r in mine)} optimal")
-    print(write_tables(rows, args.out / f"{args.suite}_{backend.name}",
-                       f"{args.suite} on {backend.describe()}, {time.strftime('%Y-%m-%d')}, tol {args.tol:g}",
-                       "; ".join(summary)))
+    device = backend.describe()
+    print(write_tables(rows, args.out / args.suite / device_slug(device),
+                       f"{args.suite} on {device}, {time.strftime('%Y-%m-%d')}, tol {args.tol:g}",
+                       "; ".join(summary), device=device, script=__file__, argv=sys.argv[1:] if argv is None else argv,
+                       suite=args.suite, profiles=profiles, tol=args.tol))
     return 0
 
 

@@ -20,8 +20,8 @@ certified gap within tol). ``paper`` is how the cuLoRADS paper's times were take
 LoRADS benchmarking scripts (``../shared/reference/lorads_spec.md``, "third-party tuned settings"), no
 re-optimisation and the paper's stopping rule (``criterion="dimacs"``), under which the certified gap of large
 graphs stays at 1e-2 to 1e-1 (the ``certified_gap`` column, reported for both profiles). ``alm`` is the
-defaults with ``riemannian=False``: MaxCut by phases I and II (ALM, ADMM) as in the paper, not on its product of
-spheres (``cvxpy_culorads/riemannian.py``); the ``paper`` profile sets it too.
+defaults with ``algorithm="alm_admm"``: MaxCut by phases I and II (ALM, ADMM) as in the paper, not on its product of
+spheres (``cvxpy_culorads/phases/riemannian.py``); the ``paper`` profile sets it too.
 """
 from __future__ import annotations
 
@@ -78,7 +78,8 @@ class Instance:
 def settings_for(instance: Instance, profile: str) -> dict:
     if profile not in PROFILES:
         raise ValueError(f"unknown profile {profile!r}; expected one of {PROFILES}")
-    return {"paper": dict(instance.paper_settings, riemannian=False), "alm": dict(riemannian=False)}.get(profile, {})
+    return {"paper": dict(instance.paper_settings, algorithm="alm_admm"),
+            "alm": dict(algorithm="alm_admm")}.get(profile, {})
 
 
 def _no_extra(result) -> dict:

@@ -2,7 +2,7 @@
 
 Usage::
 
-    python benchmarks/completion_rank.py [--sizes 300,1000] [--truth-ranks 1,2,5] [--per-row 20]
+    python benchmarks/studies/completion_rank.py [--sizes 300,1000] [--truth-ranks 1,2,5] [--per-row 20]
 
 The paper's largest completion instance has n1 = 1e7 and m = 2e8: 20 observed entries per row. Whether that
 SDP suits a low-rank solver depends on the truth it was sampled from: when the entries do not determine the
@@ -20,12 +20,13 @@ from pathlib import Path
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from cvxpy_culorads import solve  # noqa: E402
 from cvxpy_culorads.models import completion_error, completion_problem, random_low_rank_instance  # noqa: E402
 
-from report import write_tables  # noqa: E402
+from report import device_slug, write_tables  # noqa: E402
 
 RELATIVE_EIGENVALUE = 1e-6  # eigenvalues of X below this fraction of the largest count as zero
 
@@ -36,7 +37,7 @@ def main(argv=None) -> int:
     parser.add_argument("--truth-ranks", default="1,2,5")
     parser.add_argument("--per-row", type=int, default=20, help="observed entries per row of the n1 x n1 matrix")
     parser.add_argument("--time-limit", type=float, default=120.0)
-    parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "results")
+    parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parents[1] / "results")
     args = parser.parse_args(argv)
 
     rows = []
@@ -53,10 +54,11 @@ def main(argv=None) -> int:
                        seconds=round(time.perf_counter() - start, 2))
             print(" ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()), flush=True)
             rows.append(row)
-    print(write_tables(rows, args.out / "completion_rank_cpu",
+    print(write_tables(rows, args.out / "completion-rank" / device_slug("cpu"),
                        f"completion SDP optimum rank on the CPU, {time.strftime('%Y-%m-%d')}, "
                        f"{args.per_row} entries per row", "optimum_rank: eigenvalues of X = R R' above "
-                       f"{RELATIVE_EIGENVALUE:g} of the largest; recovery: relative error of the completion"))
+                       f"{RELATIVE_EIGENVALUE:g} of the largest; recovery: relative error of the completion",
+                       device="cpu (NumPy/SciPy)"))
     return 0
 
 

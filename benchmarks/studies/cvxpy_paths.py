@@ -2,7 +2,7 @@
 
 Usage::
 
-    python benchmarks/cvxpy_paths.py [--sizes 1000,2000,4000,10000,100000] [--gset G67] [--chain-max 4000]
+    python benchmarks/studies/cvxpy_paths.py [--sizes 1000,2000,4000,10000,100000] [--gset G67] [--chain-max 4000]
                                      [--device cpu] [--time-limit 600] [--out DIR]
 
 Every instance (the graphs of ``graphs.random_regular_like(n, 6)``, average degree about 6, and Gset files) is
@@ -18,7 +18,7 @@ solved three ways, each in a process of its own so that ``*_peak_gb`` is that pa
 calls (each builds the model anew; on the GPU, where an engine's trajectory varies from run to run, 3 shows the
 spread: ``*_slowest_s``). Each child imports CVXPY and the package, and (on the GPU) solves a small problem first,
 before its clock starts. A line per run as it finishes, then a
-Markdown table; ``cvxpy_paths.csv`` and ``.md`` go to ``--out``.
+Markdown table; ``<device>.csv`` and its ``.meta.json`` go to ``--out``.
 """
 from __future__ import annotations
 
@@ -30,10 +30,12 @@ import sys
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from report import write_tables  # noqa: E402
+from cvxpy_culorads.backends.backend import select_backend  # noqa: E402
+
+from report import device_slug, write_tables  # noqa: E402
 
 PATHS = ("direct", "method", "chain")
 
@@ -106,7 +108,7 @@ def main() -> None:
     parser.add_argument("--device", default="cpu", choices=("cpu", "gpu"))
     parser.add_argument("--time-limit", type=float, default=600.0)
     parser.add_argument("--repeat", type=int, default=1, help="calls per path and instance; the fastest is shown")
-    parser.add_argument("--out", default=str(Path(__file__).parent / "results" / "cvxpy_paths"))
+    parser.add_argument("--out", default=str(Path(__file__).resolve().parents[1] / "results" / "cvxpy-paths"))
     parser.add_argument("--one", choices=PATHS, help=argparse.SUPPRESS)
     parser.add_argument("--graph", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -141,7 +143,8 @@ def main() -> None:
                "direct_status", "method_status", "chain_status", "direct_value", "method_value", "chain_value"]
     title = (f"MaxCut through CVXPY, {args.device}, {datetime.date.today()}: `*_seconds` whole call, `*_peak_gb` "
              "peak resident memory of the path's process")
-    print(write_tables(rows, Path(args.out) / f"cvxpy_paths_{args.device}", title,
+    device = select_backend(args.device).describe()
+    print(write_tables(rows, Path(args.out) / device_slug(device), title, device=device,
                        columns=[c for c in columns if any(c in row for row in rows)]))
 
 

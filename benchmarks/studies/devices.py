@@ -2,17 +2,18 @@
 
 Usage::
 
-    python benchmarks/devices.py [--maxcut 1000,10000,100000] [--sdplib truss1,theta1] [--out DIR]
+    python benchmarks/studies/devices.py [--maxcut 1000,10000,100000] [--sdplib truss1,theta1] [--out DIR]
 
 For every problem (MaxCut of ``graphs.random_regular_like(n, 10)``, and SDPLIB files) it solves once per device
-with the low-rank route forced (``route="low_rank"``), so that both devices run the same method, and records the
+with the low-rank phases first (``algorithm="low_rank"``), so that both devices run the same method, and records the
 whole ``solve`` call (``cpu_s``, ``gpu_s``; set-up included: on these sizes it is part of what a user waits for),
 the low-rank steps, the seconds per step (``cpu_step_ms``, ``gpu_step_ms``: phase I and II time over their
 steps) and what ``device="auto"`` chose (``auto_device``) with its whole time (``auto_s``). Every problem is
 solved once on the GPU, untimed, before it is timed: CuPy compiles a kernel the first time it meets a new shape
 or dtype, seconds that a process pays once (and its disk cache mostly spares the next one). These numbers
 calibrate ``costs.DeviceCosts`` (the GPU's step, and the CPU's on the GPU machine's host). A line per problem as
-it finishes, then a Markdown table; ``devices.csv`` and ``.md`` go to ``--out``.
+it finishes, then a Markdown table; ``host-<gpu>.csv`` and its ``.meta.json`` go to
+``--out``.
 """
 from __future__ import annotations
 
@@ -22,14 +23,15 @@ import sys
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import cvxpy_culorads as cl  # noqa: E402
+from cvxpy_culorads.backends.backend import select_backend  # noqa: E402
 from cvxpy_culorads.models import maxcut_problem  # noqa: E402
 
 from graphs import random_regular_like  # noqa: E402
-from report import write_tables  # noqa: E402
+from report import device_slug, write_tables  # noqa: E402
 from suites import DATA  # noqa: E402
 
 MAXCUT_SIZES = "200,1000,3000,10000,30000,100000,300000,1000000"
@@ -45,7 +47,7 @@ def _problems(maxcut: str, sdplib: str):
 
 def _timed(problem, device: str, time_limit: float, route: str) -> tuple[float, cl.Result]:
     start = time.perf_counter()
-    result = cl.solve(problem, device=device, route=route, time_limit=time_limit)
+    result = cl.solve(problem, device=device, algorithm=route, time_limit=time_limit)
     return time.perf_counter() - start, result
 
 
@@ -73,17 +75,19 @@ def main(argv=None) -> int:
     parser.add_argument("--maxcut", default=MAXCUT_SIZES, help="MaxCut sizes n (random graphs of degree 10)")
     parser.add_argument("--sdplib", default=SDPLIB_NAMES, help="SDPLIB names")
     parser.add_argument("--time-limit", type=float, default=120.0)
-    parser.add_argument("--out", default=str(Path(__file__).resolve().parent / "results" / "devices"))
+    parser.add_argument("--out", default=str(Path(__file__).resolve().parents[1] / "results" / "devices"))
     args = parser.parse_args(argv)
     if "gpu" not in cl.available_devices():
         print("devices.py compares the CPU with the GPU: no GPU is usable here", file=sys.stderr)
         return 2
     cl.solve(maxcut_problem(random_regular_like(300, 10, seed=2)), device="cpu")  # load the BLAS
     rows = [_row(name, build(), args.time_limit) for name, build in _problems(args.maxcut, args.sdplib)]
+    gpu = select_backend("gpu").describe()
     title = f"CPU against GPU, low-rank route, {datetime.date.today()}"
     columns = ["instance", "n", "m", "nnz", "cpu_s", "gpu_s", "cpu_steps", "gpu_steps", "cpu_step_ms", "gpu_step_ms",
                "cpu_rank", "gpu_rank", "auto_device", "auto_s", "cpu_status", "gpu_status"]
-    print(write_tables(rows, Path(args.out) / "devices", title, columns=columns))
+    print(write_tables(rows, Path(args.out) / f"host-{device_slug(gpu)}", title, columns=columns,
+                       device=f"the host's CPU and {gpu}"))
     return 0
 
 

@@ -2,7 +2,7 @@
 
 Usage::
 
-    python benchmarks/halo_exchange.py [--n 1e7] [--rank 65] [--gpus 2] [--label default]
+    python benchmarks/studies/halo_exchange.py [--n 1e7] [--rank 65] [--gpus 2] [--label default]
                                        [--side-priority highest|default] [--halo-precision double|single]
 
 C is MaxCut's objective for ``graphs.random_regular_like(n, 4, seed=1)`` (the ``sparse`` suite: no locality, so a
@@ -26,13 +26,13 @@ import sys
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import cupy  # noqa: E402
 
 from cvxpy_culorads.backends import gpu_kernels  # noqa: E402
-from cvxpy_culorads.distributed.sharding import ShardedSpheresOperator, sharded_backend  # noqa: E402
+from cvxpy_culorads.distributed import ShardedSpheresOperator, sharded_backend  # noqa: E402
 from cvxpy_culorads.models import maxcut_problem  # noqa: E402
 from cvxpy_culorads.operators.compressed import BlockLayout  # noqa: E402
 

@@ -2,7 +2,7 @@
 
 Usage::
 
-    python benchmarks/halo_split.py [--n 1e7] [--ranks 64,65] [--shards 2] [--knobs]
+    python benchmarks/studies/halo_split.py [--n 1e7] [--ranks 64,65] [--shards 2] [--knobs]
 
 C is MaxCut's objective for ``graphs.random_regular_like(n, 4, seed=1)`` (the ``sparse`` suite; about 5 entries
 per row with the diagonal), V an n x r standard normal factor. For each r it times, with CUDA events over 10 calls:
@@ -21,14 +21,14 @@ from pathlib import Path
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import cupy  # noqa: E402
 
 from cvxpy_culorads.backends import gpu_kernels  # noqa: E402
 from cvxpy_culorads.backends.backend import select_backend  # noqa: E402
-from cvxpy_culorads.distributed.sharding import shard_bounds, shard_matrices  # noqa: E402
+from cvxpy_culorads.distributed import shard_bounds, shard_matrices  # noqa: E402
 from cvxpy_culorads.models import maxcut_problem  # noqa: E402
 
 from graphs import random_regular_like  # noqa: E402

@@ -86,7 +86,7 @@ for repeat in range(2):
         del outs
         rows.append((repeat, name, one, two))
         print(f"copy repeat {repeat} {name:22s} one GPU {one:.3f} s  two GPUs {two:.3f} s", flush=True)
-from cvxpy_culorads.distributed.sharding import NcclCommunicator  # noqa: E402
+from cvxpy_culorads.distributed import NcclCommunicator  # noqa: E402
 
 for _ in range(3):
     t = time.perf_counter()

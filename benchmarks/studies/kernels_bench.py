@@ -1,8 +1,8 @@
 """GPU benchmark of the three hot kernels (GpuKernels) against cupyx and naive CuPy, with a byte model.
 
-Usage (GPU machine): ``python benchmarks/kernels_bench.py [--out benchmarks/results/] [--sizes 1e5,1e6,1e7]
-[--ranks 8,32] [--graphs random,banded] [--repeat 7] [--tune]``. Writes ``kernels_bench.csv`` and
-``kernels_bench.md`` under ``--out`` and prints a short table last. The default sizes take about 20 s on an H100
+Usage (GPU machine): ``python benchmarks/studies/kernels_bench.py [--out benchmarks/results/] [--sizes 1e5,1e6,1e7]
+[--ranks 8,32] [--graphs random,banded] [--repeat 7] [--tune]``. Writes ``kernels/<device>.csv`` and
+its ``.meta.json`` under ``--out`` and prints a short table last. The default sizes take about 20 s on an H100
 (30 s with ``--tune``, which also times every value of the kernels' tuning knobs: ``csr_L*`` gathers in flight
 per lane, ``csr_R*`` rows per lane group, ``*_E*`` pattern entries per lane group).
 
@@ -41,8 +41,9 @@ compared with the cupyx / naive result on the same data (relative Frobenius erro
 
 Notes
 -----
-benchmarks/NOTES.md holds the byte model, the predictions and every measured run (device, date, command);
-the CSV files are in benchmarks/results/. Headline (H100 80GB HBM3, CuPy 14.2, 2026-11-22, copy 2976 GB/s),
+docs/decisions/kernel-byte-model-and-tuning.md holds the byte model, the predictions and every measured run
+(device, date, command); the tables are benchmarks/results/kernels/ (runs 1-3 under results/archive/kernels/).
+Headline (H100 80GB HBM3, CuPy 14.2, 2026-11-22, copy 2976 GB/s),
 n = 1e7, nnz = 1e8, r = 32, random graph: csr_matmul 11.9 ms = 2.46 TB/s under the no-reuse model (cupyx
 111 ms), sym_sample(U, None) 6.3 ms, sym_sample_pair 11.9 ms; banded graph: csr_matmul 4.9 ms (cupyx 14.8).
 """
@@ -51,7 +52,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import importlib.util
-import os
+import json
 import pathlib
 import re
 import statistics
@@ -63,7 +64,7 @@ import cupyx
 import cupyx.scipy.sparse
 import numpy as np
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 CHUNK = 1 << 22
 
 
@@ -84,6 +85,7 @@ def _load_kernels():
 
 
 graphs = _load_file("_culorads_bench_graphs", ROOT / "benchmarks" / "graphs.py")
+report = _load_file("_culorads_bench_report", ROOT / "benchmarks" / "report.py")
 sys.path.insert(0, str(ROOT))
 gk = _load_kernels()
 GpuKernels = gk.GpuKernels
@@ -280,23 +282,19 @@ def run(args):
     return device, bw, rows_out
 
 
-def write(out_dir: pathlib.Path, device: str, bw: float, rows: list[dict]):
-    out_dir.mkdir(parents=True, exist_ok=True)
+def write(out_dir: pathlib.Path, device: str, bw: float, rows: list[dict]) -> pathlib.Path:
+    """``<out>/kernels/<device>.csv`` and its ``.meta.json`` (command, device, commit, date, the copy bandwidth)."""
+    stem = out_dir / "kernels" / report.device_slug(device)
+    stem.parent.mkdir(parents=True, exist_ok=True)
     keys = list(rows[0].keys())
-    with open(out_dir / "kernels_bench.csv", "w") as f:
+    info = dict(report.run_metadata(device), title=f"kernels_bench ({device}, {datetime.date.today()})",
+                copy_GBps=round(bw))
+    stem.with_suffix(".meta.json").write_text(json.dumps(info, indent=1) + "\n")
+    with open(stem.with_suffix(".csv"), "w") as f:
         f.write(",".join(keys) + "\n")
         for row in rows:
             f.write(",".join(f"{row[k]:.6g}" if isinstance(row[k], float) else str(row[k]) for k in keys) + "\n")
-    lines = [f"# kernels_bench ({device}, {datetime.date.today()})", "",
-             f"device-to-device copy: {bw:.0f} GB/s (read + write)", "",
-             "| n | graph | r | kernel | ms | GB/s min | GB/s noreuse | % copy (min / noreuse) | relerr |",
-             "|---|---|---|---|---|---|---|---|---|"]
-    for row in rows:
-        lines.append(f"| {row['n']:.0e} | {row['graph']} | {row['r']} | {row['kernel']} | {row['ms']:.3f} | "
-                     f"{row['GBps_min']:.0f} | {row['GBps_noreuse']:.0f} | {row['pct_copy_min']:.0f} / "
-                     f"{row['pct_copy_noreuse']:.0f} | {row['relerr']:.1e} |")
-    (out_dir / "kernels_bench.md").write_text("\n".join(lines) + "\n")
-    return lines
+    return stem.with_suffix(".csv")
 
 
 SHORT = [("csr_ours", "csr"), ("csr_cupyx", "cupyx"), ("csr_naive", "csr naive"), ("samp_sym_ours", "samp U=V"),
@@ -346,9 +344,9 @@ def main(argv=None):
     args.ranks = [int(x) for x in args.ranks.split(",")]
     args.graphs = args.graphs.split(",")
     device, bw, rows = run(args)
-    write(pathlib.Path(args.out), device, bw, rows)
+    path = write(pathlib.Path(args.out), device, bw, rows)
     print(summary(device, bw, rows))
-    print(f"wrote {os.path.join(args.out, 'kernels_bench.csv')} and kernels_bench.md")
+    print(f"wrote {path} and its .meta.json")
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """GPU benchmark of one Lanczos step of the certificates' eigensolver: launch overhead against device time.
 
-Usage (GPU machine): ``python benchmarks/lanczos_bench.py [--sizes 1e4,1e5,1e6,1e7] [--out benchmarks/results/]``.
-Writes ``lanczos_bench.csv`` and ``lanczos_bench.md`` under ``--out`` and prints the table last (about 30 s on an
+Usage (GPU machine): ``python benchmarks/studies/lanczos_bench.py [--sizes 1e4,1e5,1e6,1e7] [--out DIR]``.
+Writes ``lanczos/<device>.csv`` and its ``.meta.json`` under ``--out`` and prints the table last (about 30 s on an
 H100).
 
 Setup. S is a random symmetric sparse matrix of order n with about 8 nonzeros per row (CuPy CSR); the basis holds
@@ -23,9 +23,9 @@ import time
 import numpy as np
 import scipy.sparse as sp
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
-from report import write_tables  # noqa: E402
+from report import device_slug, write_tables  # noqa: E402
 
 KEPT, STEPS = 20, 60  # kept Ritz vectors and basis size of a cycle, as krylov.lanczos_smallest uses them
 
@@ -93,12 +93,13 @@ def measure(n: int) -> dict:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="1e4,1e5,1e6,1e7")
-    parser.add_argument("--out", type=pathlib.Path, default=pathlib.Path(__file__).resolve().parent / "results")
+    parser.add_argument("--out", type=pathlib.Path, default=pathlib.Path(__file__).resolve().parents[1] / "results")
     args = parser.parse_args(argv)
     import cupy
     device = cupy.cuda.runtime.getDeviceProperties(0)["name"].decode()
     rows = [measure(int(float(size))) for size in args.sizes.split(",")]
-    print(write_tables(rows, args.out / "lanczos_bench", f"Lanczos step on {device}, {time.strftime('%Y-%m-%d')}"))
+    print(write_tables(rows, args.out / "lanczos" / device_slug(device), f"Lanczos step on {device}, "
+                       f"{time.strftime('%Y-%m-%d')}", device=device))
     return 0
 
 

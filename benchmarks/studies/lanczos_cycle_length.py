@@ -3,13 +3,15 @@ a random graph of 2e5 vertices (degree ~4) and rgg 2^17, tol 1e-2, seeds 0-2.
 
 Each cap runs every solve with ``krylov.lanczos_smallest`` called at that cycle length and as many cycles as keep the
 default budget of 40 x 60 steps; every Lanczos step's passes over the basis (j + 1 at step j) are counted. Run from
-the repository root: ``PYTHONPATH=$PWD python3 <this file> 60 30``.
+the repository root: ``python3 benchmarks/studies/lanczos_cycle_length.py 60 30``.
 """
 import functools
 import sys
 import time
+from pathlib import Path
 
-sys.path.insert(0, "benchmarks")
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the harness
 
 import cvxpy_culorads as cl  # noqa: E402
 from cvxpy_culorads.backends import kernels as K  # noqa: E402

@@ -1,8 +1,8 @@
 """GPU benchmark of the adjoint product A*(y) R on theta's pattern, long rows split or walked whole.
 
-Usage (GPU machine): ``python benchmarks/long_rows.py [--graphs 3:10,3:20,4:10] [--ranks 16,32,64,128]
-[--out benchmarks/results/]``. Writes ``long_rows.csv`` and ``long_rows.md`` under ``--out`` and prints the table
-last (about 15 s on an H100).
+Usage (GPU machine): ``python benchmarks/studies/long_rows.py [--graphs 3:10,3:20,4:10] [--ranks 16,32,64,128]
+[--out benchmarks/results/]``. Writes ``long-rows/<device>.csv`` and its ``.meta.json`` under ``--out`` and prints
+the table last (about 15 s on an H100).
 
 Setup. The operator of ``models.theta_problem`` (sparse formulation) of the Hamming graph H(d, q): every constraint
 Y_ii = Y_0i puts an entry in row 0 of the adjoint's pattern, so that row has n entries while the others have the
@@ -22,11 +22,11 @@ import time
 
 import numpy as np
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from report import write_tables  # noqa: E402
+from report import device_slug, write_tables  # noqa: E402
 
 
 def measure(d: int, q: int, ranks: list[int]) -> list[dict]:
@@ -72,7 +72,7 @@ def main(argv=None) -> int:
     ranks = [int(r) for r in args.ranks.split(",")]
     rows = [row for graph in args.graphs.split(",") for row in measure(*map(int, graph.split(":")), ranks)]
     title = f"A*(y) R on theta's pattern, {device}, {time.strftime('%Y-%m-%d')}"
-    print(write_tables(rows, args.out / "long_rows", title))
+    print(write_tables(rows, args.out / "long-rows" / device_slug(device), title, device=device))
     return 0
 
 

@@ -2,7 +2,7 @@
 
 Usage::
 
-    python benchmarks/multi_gpu.py --sizes 1e6,1e7 --gpus 2 [--weak 5e6] [--steps N] [--graph sparse|rgg|torus]
+    python benchmarks/studies/multi_gpu.py --sizes 1e6,1e7 --gpus 2 [--weak 5e6] [--steps N] [--graph sparse|rgg|torus]
                                    [--rank R] [--split-only] [--shard-order auto] [--time-limit S]
                                    [--halo-precision single,double] [--tol T] [--verbose] [--out DIR]
 
@@ -28,7 +28,8 @@ search on C that took about a minute of the device's host at n = 1e8; the random
 ``--halo-precision``: ``Settings.halo_precision`` of the split solves; several, comma-separated, run one split solve
 (and one large weak-scaling solve) each. ``--tol T``: ``Settings.tol`` of every solve. ``--verbose``: every solve
 prints its iteration log.
-A line per solve as it finishes, then the Markdown table; ``multi_gpu.csv`` and ``.md`` go to ``--out``.
+A line per solve as it finishes, then the Markdown table; ``multi-gpu/<k>x<gpu>.csv`` and its ``.meta.json``
+go to ``--out``.
 """
 from __future__ import annotations
 
@@ -38,8 +39,8 @@ import sys
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from run import WARM_UP_RANKS, warm_up  # noqa: E402
 
@@ -49,7 +50,7 @@ from cvxpy_culorads.models import maxcut_problem, maxcut_problem_from_edges  # n
 from cvxpy_culorads.phases import riemannian  # noqa: E402
 
 from graphs import random_regular_like, random_regular_like_edges, rgg_graph, toroidal_grid_edges  # noqa: E402
-from report import result_fields, write_tables  # noqa: E402
+from report import device_slug, result_fields, write_tables  # noqa: E402
 
 COLUMNS = ["n", "edges", "gpus", "halo", "seconds", "speedup", "riemannian_steps", "ms_per_step", "products_per_step",
            "certificates_s", "rank", "certified_gap", "primal_residual", "status", "peak_gib", "setup_s"]
@@ -77,7 +78,7 @@ def _warm_up_split(gpus: int, halos) -> None:
     """Compile the split path's kernels (the halo part's product adds into its output, the L-BFGS Gram matrix and
     combination are separate passes, single-precision halos) on every GPU before anything is timed, as ``warm_up``
     does for one: on 2 x H200 the first split solve of rgg 2^24 took 59.0 ms per step over 200 steps, four more of the
-    same instance in the same process 51.3-51.5 (``results/h100x2_6d08651/README.md``)."""
+    same instance in the same process 51.3-51.5 (``docs/decisions/split-path-warm-up.md``)."""
     small = maxcut_problem(random_regular_like(1200, 6, seed=1))
     for rank in (None, *WARM_UP_RANKS):
         for halo in halos:
@@ -137,7 +138,7 @@ def main(argv=None) -> int:
                                                                    "comma-separated")
     parser.add_argument("--tol", type=float, default=None, help="Settings.tol of every solve (default: the solver's)")
     parser.add_argument("--verbose", action="store_true", help="print every solve's iteration log")
-    parser.add_argument("--out", default="benchmarks/results")
+    parser.add_argument("--out", default=str(Path(__file__).resolve().parents[1] / "results"))
     args = parser.parse_args(argv)
     halos = args.halo_precision.split(",")
     _count_products()
@@ -169,8 +170,10 @@ def main(argv=None) -> int:
         footer = footer[:-1] + "."
     graph = {"sparse": "Sparse MaxCut (degree ~4)", "rgg": "MaxCut of rgg graphs (Z-order)",
              "torus": "MaxCut of toroidal grids with +-1 weights (Gset G62-G81 at scale)"}[args.graph]
-    title = f"### {graph} on 1 and {args.gpus} GPUs ({select_backend('gpu').describe()})"
-    print(write_tables(rows, Path(args.out) / "multi_gpu", title, footer, COLUMNS))
+    device = select_backend('gpu').describe()
+    title = f"### {graph} on 1 and {args.gpus} GPUs ({device})"
+    print(write_tables(rows, Path(args.out) / "multi-gpu" / device_slug(device, args.gpus), title, footer, COLUMNS,
+                       device=f"{args.gpus} x {device}"))
     return 0
 
 

@@ -2,7 +2,7 @@
 
 Usage::
 
-    python benchmarks/multi_gpu_completion.py --sizes 1666667:100000000 --gpus 2 [--split-only] [--rank-truth 1]
+    python benchmarks/studies/multi_gpu_completion.py --sizes 1666667:100000000 --gpus 2 [--split-only] [--rank-truth 1]
                                               [--rank R] [--time-limit S] [--tol T] [--verbose] [--out DIR]
 
 For every ``n1:m`` of ``--sizes``, the nuclear-norm completion SDP (``models.completion_problem``: one PSD block of
@@ -15,7 +15,7 @@ NumPy's draw and sort of 6e8 keys take minutes of the host; the instance is then
 is the solve after the data reached the host (``Result.solve_time``, set-up included), ``ms_per_step`` phase I's time
 per L-BFGS step, ``recovery`` the relative error of the completion against the truth (``models.completion_error``),
 ``peak_gib`` the largest device's pool at its peak. A line per solve as it finishes, then the Markdown table;
-``multi_gpu_completion.csv`` and ``.md`` go to ``--out``.
+``multi-gpu-completion/<k>x<gpu>.csv`` and its ``.meta.json`` go to ``--out``.
 """
 from __future__ import annotations
 
@@ -24,8 +24,8 @@ import sys
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import numpy as np  # noqa: E402
 from run import warm_up  # noqa: E402
@@ -34,7 +34,7 @@ import cvxpy_culorads as cl  # noqa: E402
 from cvxpy_culorads.backends.backend import select_backend  # noqa: E402
 from cvxpy_culorads.models import completion_error, completion_problem  # noqa: E402
 
-from report import result_fields, write_tables  # noqa: E402
+from report import device_slug, result_fields, write_tables  # noqa: E402
 
 COLUMNS = ["n1", "m", "gpus", "seconds", "setup_s", "alm_steps", "ms_per_step", "admm_sweeps", "admm_s",
            "certificates_s", "rank", "certified_gap", "primal_residual", "recovery", "status", "peak_gib"]
@@ -78,7 +78,7 @@ def main(argv=None) -> int:
     parser.add_argument("--time-limit", type=float, default=300.0)
     parser.add_argument("--tol", type=float, default=1e-5)
     parser.add_argument("--verbose", action="store_true")
-    parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "results")
+    parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parents[1] / "results")
     args = parser.parse_args(argv)
     backend = select_backend("gpu")
     print(f"completion on {backend.describe()} and {args.gpus} GPUs, tol {args.tol:g}", flush=True)
@@ -103,7 +103,8 @@ def main(argv=None) -> int:
             rows.append(row)
             del result
     title = f"completion, one GPU and {args.gpus} ({time.strftime('%Y-%m-%d')}, defaults, tol {args.tol:g})"
-    print(write_tables(rows, args.out / "multi_gpu_completion", title, columns=COLUMNS))
+    print(write_tables(rows, args.out / "multi-gpu-completion" / device_slug(backend.describe(), args.gpus), title,
+                       columns=COLUMNS, device=f"{args.gpus} x {backend.describe()}"))
     return 0
 
 

@@ -1,11 +1,13 @@
 """n = 1e8, rank 5, tol 1e-2: whole solves on one GPU and on two from the given starts (Settings.seed).
 
-Run from the repository root on a machine with two GPUs: ``PYTHONPATH=$PWD python3 <this file> SEED [SEED ...]``.
+On a machine with two GPUs: ``python3 benchmarks/studies/random_graph_seeds.py SEED [SEED ...]``.
 """
 import sys
 import time
+from pathlib import Path
 
-sys.path.insert(0, "benchmarks")
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the harness
 
 from multi_gpu import graph_problem, warm_up_all  # noqa: E402
 

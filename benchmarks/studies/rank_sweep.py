@@ -2,12 +2,12 @@
 
 Usage::
 
-    python benchmarks/rank_sweep.py gset:G67:2,3,4,6 delaunay:20:2,4,6 --device gpu --time-limit 60
+    python benchmarks/studies/rank_sweep.py gset:G67:2,3,4,6 delaunay:20:2,4,6 --device gpu --time-limit 60
 
 Each argument is ``suite:size:factors`` (the suite and size as in ``run.py``); every factor f runs the defaults with
 ``rank_factor=f``, that is ceil(f ln n) columns to start with. A row gives the seconds after set-up, the Riemannian
 steps, the final ranks, the certified gap, the seconds of the dual certificates, the status and the peak device
-memory; the table is written to ``<out>/rank_sweep_<device>.md`` and ``.csv``.
+memory; the table is written to ``<out>/rank-sweep/<device>.csv`` with its ``.meta.json``.
 """
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ import sys
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from run import warm_up  # noqa: E402
 
@@ -25,7 +25,7 @@ import cvxpy_culorads as cl  # noqa: E402
 from cvxpy_culorads.backends.backend import select_backend  # noqa: E402
 
 import suites  # noqa: E402
-from report import write_tables  # noqa: E402
+from report import device_slug, write_tables  # noqa: E402
 
 
 def main() -> int:
@@ -33,7 +33,7 @@ def main() -> int:
     parser.add_argument("runs", nargs="+", help="suite:size:factors, e.g. gset:G67:2,4,6")
     parser.add_argument("--device", default="gpu")
     parser.add_argument("--time-limit", type=float, default=60.0)
-    parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "results")
+    parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parents[1] / "results")
     args = parser.parse_args()
     backend = select_backend(args.device)
     if backend.is_gpu:
@@ -52,8 +52,8 @@ def main() -> int:
                        peak_gib=round(result.peak_device_bytes / 2**30, 2))
             rows.append(row)
             print(*row.values(), flush=True)
-    print(write_tables(rows, args.out / f"rank_sweep_{backend.name}",
-                       f"rank sweep on {backend.describe()}, {time.strftime('%Y-%m-%d')}"))
+    print(write_tables(rows, args.out / "rank-sweep" / device_slug(backend.describe()),
+                       f"rank sweep on {backend.describe()}, {time.strftime('%Y-%m-%d')}", device=backend.describe()))
     return 0
 
 

@@ -1,21 +1,23 @@
 """The memory pool's size before and after each Riemannian run (the pool only grows between set-up and the end),
 sparse MaxCut at n = 1e8 (argument), rank 5, on one GPU and on two.
 
-Run from the repository root: ``PYTHONPATH=$PWD python3 <this file> 1e8``.
+Run from the repository root: ``python3 benchmarks/studies/riemannian_memory.py 1e8``.
 """
 import sys
+from pathlib import Path
 
-sys.path.insert(0, "benchmarks")
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the harness
 
 from multi_gpu import graph_problem  # noqa: E402
 from run import warm_up  # noqa: E402
 
 import cvxpy_culorads as cl  # noqa: E402
 from cvxpy_culorads.backends.backend import select_backend  # noqa: E402
-from cvxpy_culorads.solver import driver  # noqa: E402
+from cvxpy_culorads.solver import run as solver_run  # noqa: E402
 
 records = []
-original = driver._Run.run_phase
+original = solver_run.Run.run_phase
 
 
 def probed(self, phase, stage):
@@ -26,7 +28,7 @@ def probed(self, phase, stage):
         records.append((stage, before, self.backend.pool_bytes()))
 
 
-driver._Run.run_phase = probed
+solver_run.Run.run_phase = probed
 
 warm_up(select_backend("gpu"))
 n = int(float(sys.argv[1])) if len(sys.argv) > 1 else 100_000_000

@@ -2,16 +2,17 @@
 
 Usage::
 
-    python benchmarks/routes.py [--names truss1,control1,...] [--device cpu] [--out benchmarks/results/routes_cpu]
+    python benchmarks/studies/routes.py [--names truss1,control1,...] [--device cpu] [--out benchmarks/results/routes]
 
-For every SDPLIB file it solves with ``route="auto"`` (the choice of ``costs.py``), ``"interior_point"`` and
+For every SDPLIB file it solves with ``algorithm="auto"`` (the choice of ``costs.py``), ``"interior_point"`` and
 ``"low_rank"`` and records the wall time of ``solve`` (set-up included: on these sizes it is part of what a user
 waits for), the iterations of each method and the status; then, up to the block order of ``compare.PEER_MAX_N``,
 the same problem stated in CVXPY and solved through it by us and by Clarabel: the best of three whole ``solve`` calls
 each (``culorads_cvxpy_s``, ``clarabel_s``; canonicalisation included, on fresh models), their ratio
 (``cvxpy_ratio``), and Clarabel's own solver time (``clarabel_solver_s``, CVXPY's ``solve_time``). It
 also fits the interior-point method's cost model: ``ipm_estimate_s`` is what ``costs.RouteCosts`` expected. A line
-per problem as it finishes, then a Markdown table; ``routes_<device>.csv`` and ``.md`` go to ``--out``.
+per problem as it finishes, then a Markdown table; ``<device>.csv`` and its ``.meta.json``
+go to ``--out``.
 """
 from __future__ import annotations
 
@@ -21,18 +22,19 @@ import sys
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import cvxpy  # noqa: E402
 
 import cvxpy_culorads as cl  # noqa: E402
+from cvxpy_culorads.backends.backend import select_backend  # noqa: E402
 from cvxpy_culorads.operators.compressed import BlockLayout  # noqa: E402
 from cvxpy_culorads.phases.state import RANK_FACTOR, block_ranks  # noqa: E402
 from cvxpy_culorads.solver.costs import RouteCosts  # noqa: E402
 
 from compare import PEER_MAX_N, to_cvxpy  # noqa: E402
-from report import write_tables  # noqa: E402
+from report import device_slug, write_tables  # noqa: E402
 from suites import DATA  # noqa: E402
 
 ISSUE_SET = ("truss1,truss4,truss5,truss8,control1,control3,hinf1,hinf5,qap5,qap7,theta1,theta2,"
@@ -81,7 +83,7 @@ def _row(name: str, device: str, time_limit: float) -> dict:
                ipm_estimate_s=round(estimate.interior_point, 4), low_rank_estimate_s=round(estimate.low_rank, 4))
     for route in ROUTES:
         start = time.perf_counter()
-        result = cl.solve(problem, device=device, route=route, time_limit=time_limit)
+        result = cl.solve(problem, device=device, algorithm=route, time_limit=time_limit)
         row[f"{route}_s"] = round(time.perf_counter() - start, 4)
         row[f"{route}_status"] = result.status.value
         if route == "auto":
@@ -100,7 +102,7 @@ def main(argv=None) -> int:
     parser.add_argument("--names", default=ISSUE_SET)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--time-limit", type=float, default=120.0)
-    parser.add_argument("--out", default=str(Path(__file__).resolve().parent / "results" / "routes"))
+    parser.add_argument("--out", default=str(Path(__file__).resolve().parents[1] / "results" / "routes"))
     args = parser.parse_args(argv)
     rows = [_row(name, args.device, args.time_limit) for name in args.names.split(",")]
     title = f"Small SDPLIB problems by route on {args.device}, {datetime.date.today()}"
@@ -108,7 +110,8 @@ def main(argv=None) -> int:
                "clarabel_solver_s", "culorads_cvxpy_s", "clarabel_s", "cvxpy_ratio", "ipm_estimate_s",
                "low_rank_estimate_s", "auto_steps", "auto_status",
                "value", "clarabel_value"]
-    print(write_tables(rows, Path(args.out) / f"routes_{args.device}", title, columns=columns))
+    device = select_backend(args.device).describe()
+    print(write_tables(rows, Path(args.out) / device_slug(device), title, columns=columns, device=device))
     return 0
 
 

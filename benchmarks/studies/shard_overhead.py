@@ -2,7 +2,7 @@
 
 Usage::
 
-    python benchmarks/shard_overhead.py [--sizes 1e6,1e7] [--shards 2,4] [--steps 300] [--graph sparse]
+    python benchmarks/studies/shard_overhead.py [--sizes 1e6,1e7] [--shards 2,4] [--steps 300] [--graph sparse]
                                         [--orders auto]
 
 The MaxCut SDP of ``graphs.random_regular_like(n, 4, seed=1)`` (``--graph sparse``, the ``sparse`` suite's graphs)
@@ -23,13 +23,13 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from cvxpy_culorads import solve
-from cvxpy_culorads.distributed.sharding import simulated_backend  # noqa: E402
+from cvxpy_culorads.distributed import simulated_backend  # noqa: E402
 from cvxpy_culorads.models import maxcut_problem  # noqa: E402
-from cvxpy_culorads.solver import driver  # noqa: E402
+from cvxpy_culorads.solver import run as solver_run  # noqa: E402
 
 from graphs import random_regular_like, rgg_graph  # noqa: E402
 
@@ -42,7 +42,7 @@ def main(argv=None) -> int:
     parser.add_argument("--graph", choices=("sparse", "rgg-shuffled"), default="sparse")
     parser.add_argument("--orders", default="auto", help="shard orders to run, e.g. given,auto")
     args = parser.parse_args(argv)
-    driver.sharded_backend = simulated_backend  # the devices setting then means shards on the current GPU
+    solver_run.sharded_backend = simulated_backend  # the devices setting then means shards on the current GPU
     counts = [None] + [int(k) for k in args.shards.split(",")]
     small = maxcut_problem(random_regular_like(1200, 6, seed=1))
     for k in counts:  # compile the kernels first

@@ -1,6 +1,6 @@
 """cProfile of whole solves (rank 5, tol 1e-2, seed 1): where the time goes, on one GPU and on two.
 
-Run from the repository root on a machine with two GPUs: ``GRAPH=torus PYTHONPATH=$PWD python3 <this file> 1e8 2 1``
+On a machine with two GPUs: ``GRAPH=torus python3 benchmarks/studies/solve_profile.py 1e8 2 1``
 (``GRAPH``: the kind of ``multi_gpu.graph_problem``, ``sparse`` by default; then n and the devices to profile: 1 for
 one GPU, 2 for two); the profiles go to ``$OUT/prof_<devices>.txt``.
 """
@@ -10,8 +10,10 @@ import os
 import pstats
 import sys
 import time
+from pathlib import Path
 
-sys.path.insert(0, "benchmarks")
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the harness
 
 from multi_gpu import graph_problem, warm_up_all  # noqa: E402
 

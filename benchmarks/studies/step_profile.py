@@ -2,7 +2,7 @@
 
 Usage::
 
-    python benchmarks/step_profile.py [--n 1e7] [--shards 2] [--steps 60] [--device gpu] [--gpus k] [--rank R]
+    python benchmarks/studies/step_profile.py [--n 1e7] [--shards 2] [--steps 60] [--device gpu] [--gpus k] [--rank R]
                                       [--halo-precision single|double]
 
 The MaxCut SDP of ``graphs.random_regular_like(n, 4, seed=1)`` runs ``--steps`` Riemannian steps on the one-device
@@ -24,16 +24,16 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from cvxpy_culorads import distributed as sharding  # noqa: E402
 from cvxpy_culorads import solve
 from cvxpy_culorads.backends import kernels
 from cvxpy_culorads.backends.backend import select_backend  # noqa: E402
-from cvxpy_culorads.distributed import sharding  # noqa: E402
 from cvxpy_culorads.models import maxcut_problem  # noqa: E402
 from cvxpy_culorads.phases import riemannian
-from cvxpy_culorads.solver import driver
+from cvxpy_culorads.solver import run as solver_run
 
 from graphs import random_regular_like  # noqa: E402
 
@@ -130,7 +130,7 @@ def main(argv=None) -> int:
                 cupy.cuda.Device(device).synchronize()
     else:
         synchronize = backend.synchronize
-        driver.sharded_backend = sharding.simulated_backend  # the devices setting then means shards on this device
+        solver_run.sharded_backend = sharding.simulated_backend  # the devices setting then means shards on this device
     profile = Profile(synchronize)
     instrument(profile, device_kernels)
     n = int(float(args.n))

@@ -3,7 +3,7 @@
 
 Usage::
 
-    python benchmarks/theta_ranks.py 4:10:40:60 4:10:default:90 [--device gpu]
+    python benchmarks/studies/theta_ranks.py 4:10:40:60 4:10:default:90 [--device gpu]
 
 Each argument is ``d:q:rank:time_limit``; a line gives the status, the error against theta = q^(d - 1), the certified
 gap, the steps of both phases, the final rank and the solve time.
@@ -14,7 +14,7 @@ import argparse
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from cvxpy_culorads import solve  # noqa: E402
 from cvxpy_culorads.models import hamming_graph, hamming_theta, theta_problem  # noqa: E402

@@ -4,13 +4,15 @@ each, so that the ratio comes with its spread; the weak pair's efficiency is the
 the k-GPU time per step at n (k = 2: the same rows per GPU; ``--gpus 4`` with n the total: n/4 per GPU against n/4 on
 one, the first solve being one GPU at n/k).
 
-PYTHONPATH=$PWD python3 pairs.py N [GPUS]
+python3 benchmarks/studies/torus_pairs.py N [GPUS]
 """
 import statistics
 import sys
 import time
+from pathlib import Path
 
-sys.path.insert(0, "benchmarks")
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the harness
 from multi_gpu import graph_problem, warm_up_all  # noqa: E402
 
 import cvxpy_culorads as cl  # noqa: E402

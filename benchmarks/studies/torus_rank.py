@@ -1,12 +1,14 @@
 """The certified default tolerance on a toroidal grid (Gset's recipe, weights +-1) from narrow starts, on the CPU:
 which rank the solve ends at and how many steps it takes from 5 and 8 columns and from the default start.
 
-PYTHONPATH=$PWD python3 benchmarks/results/cpu_torus_rank/torus_rank.py SIDE
+python3 benchmarks/studies/torus_rank.py SIDE
 """
 import sys
 import time
+from pathlib import Path
 
-sys.path.insert(0, "benchmarks")
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the harness
 import cvxpy_culorads as cl  # noqa: E402
 from cvxpy_culorads.models import maxcut_problem_from_edges  # noqa: E402
 

@@ -3,7 +3,7 @@ L-BFGS, counted in products with C, for MaxCut min <C, R R'> over unit rows (C =
 
 Usage::
 
-    python benchmarks/trust_regions.py sparse:2e4:40 delaunay:15:42 [--targets 1e-5,1e-6,1e-7]
+    python benchmarks/studies/trust_regions.py sparse:2e4:40 delaunay:15:42 [--targets 1e-5,1e-6,1e-7]
 
 Each argument is ``graph:size:columns`` (``sparse``: ``graphs.random_regular_like(n, 4)`` as in the suite
 ``sparse``; ``delaunay``: ``graphs.delaunay_graph(k)``). Both methods start from the same uniform random factor
@@ -27,10 +27,10 @@ import numpy as np
 import scipy.sparse as sp
 import scipy.sparse.linalg as sla
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from cvxpy_culorads.backends.kernels import CpuKernels  # noqa: E402
+from cvxpy_culorads.backends.cpu_kernels import CpuKernels  # noqa: E402
 
 import graphs  # noqa: E402
 

@@ -2,7 +2,7 @@
 makes, the torus at n/2 on one GPU against n on two (the same rows per GPU), then cProfiles (cumulative, the
 package's functions) of a warm whole solve at n on one GPU and on two.
 
-PYTHONPATH=$PWD python3 weak_timeline.py N
+python3 benchmarks/studies/weak_step_timeline.py N
 """
 import cProfile
 import io
@@ -11,10 +11,12 @@ import pstats
 import sys
 import time
 from collections import defaultdict
+from pathlib import Path
 
 import cupy
 
-sys.path.insert(0, "benchmarks")
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the harness
 from multi_gpu import graph_problem, warm_up_all  # noqa: E402
 
 import cvxpy_culorads as cl  # noqa: E402
