@@ -28,7 +28,7 @@ from cvxpy_culorads.backends.kernels import Kernels, check_capabilities  # noqa:
 def test_the_gpu_kernel_set_meets_the_contract_and_refuses_more_lbfgs_pairs_than_it_takes():
     assert isinstance(GpuKernels(), Kernels)
     with pytest.raises(ValueError, match="lbfgs_memory must be at most 4"):
-        check_capabilities(GpuKernels(), Settings(lbfgs_memory=5), "gpu")
+        check_capabilities(GpuKernels(), Settings.from_options(lbfgs_memory=5), "gpu")
     problem = SDPProblem([1.0], [None], [([0], [0], [0], [1.0])], block_sizes=[2])
     with pytest.raises(ValueError, match="lbfgs_memory"):
         solve(problem, device="gpu", lbfgs_memory=8)
