@@ -2,11 +2,11 @@
 
 The data of a problem with n = 1e8 are arrays of 10^8 to 10^9 entries, and what the solver derives from them before
 and after the device set-up (norms, trace bounds, fixed diagonals) is a handful of NumPy expressions over each. Run
-whole, an expression uses one core and allocates temporaries the size of its input: on the 2 x H200 machine the
-norms and the trace bounds of MaxCut at n = 1e8 took 13 s of host time per solve, as long as 300 optimisation steps
-on two GPUs. Here an expression is written for one slice of the arrays and mapped over chunks of ``CHUNK`` entries
-by a pool of threads (NumPy releases the interpreter's lock inside its loops), so the temporaries stay small and every
-core takes part. A leaf module: it imports nothing of the package.
+whole, an expression uses one core and allocates temporaries the size of its input, which at n = 1e8 costs as much
+time as hundreds of optimisation steps (decision record "host-passes-numpy"). Here an expression is written for one
+slice of the arrays and mapped over chunks of ``CHUNK`` entries by a pool of threads (NumPy releases the
+interpreter's lock inside its loops), so the temporaries stay small and every core takes part. A leaf module: it
+imports nothing of the package.
 """
 from __future__ import annotations
 
@@ -74,8 +74,8 @@ def extremes(values, size: int) -> tuple[float, float]:
 
 
 def abs_median(x: np.ndarray) -> float:
-    """The median of |x_i| (x not empty): a chunked pass when every |x_i| is the same (MaxCut's coefficients; the
-    partial sort of 10^8 entries took 0.4 s), else NumPy's median."""
+    """The median of |x_i| (x not empty): a chunked pass when every |x_i| is the same (MaxCut's coefficients: no
+    partial sort on one core, decision record "host-passes-numpy"), else NumPy's median."""
     low, high = extremes(lambda s: np.abs(x[s]), x.size)
     return low if low == high else float(np.median(np.abs(x)))
 

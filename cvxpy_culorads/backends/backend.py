@@ -2,7 +2,7 @@
 
 A ``Backend`` bundles an array namespace (``xp``), its sparse module, and the few conversions the
 solver needs, so that the algorithm is written once. ``select_backend("auto")`` takes the GPU when
-CuPy imports and sees a device and the caller's ``gpu_pays`` (the driver's cost estimate, ``costs.py``) agrees,
+CuPy imports and sees a device and the caller's ``gpu_pays`` (the driver's cost estimate, ``solver/costs.py``) agrees,
 the CPU otherwise; the environment variable ``CULORADS_DEVICE`` (``cpu`` or ``gpu``) overrides ``auto``. Asking
 for ``gpu`` when none is usable raises an error that says why.
 """
@@ -113,12 +113,11 @@ def copy_to_host(pairs) -> None:
     """Copies each (CuPy array, NumPy array of its shape) pair's device array into the host array, each pair on a
     thread of its own, queued on the stream current for its array's device here (after the work that wrote it).
 
-    A copy into fresh pageable memory has the driver map and fill the pages on one thread: 4 GB took 1.26-1.70 s
-    from one H200 (two devices' halves at once 0.76-0.83 s; one device's pieces on several threads were no faster),
-    and touching the pages first on the host's threads cut it to 0.34-0.48 s. So an array larger than a staging
-    buffer goes through two pinned ones of ``STAGE_BYTES`` (CuPy's pinned pool keeps them for the next copy): the
-    device fills one while the host's pool of threads copies the other into place, mapping the pages in parallel:
-    0.27-0.36 s for the 4 GB, 0.19-0.26 s for the two halves (``benchmarks/results/h200x2_e8cbe90/``)."""
+    A copy into fresh pageable memory has the CUDA driver map and fill the pages on one thread, and more threads
+    copying pieces of one array do not help. So an array larger than a staging buffer goes through two pinned ones
+    of ``STAGE_BYTES`` (CuPy's pinned pool keeps them for the next copy): the device fills one while the host's pool
+    of threads copies the other into place, mapping the pages in parallel (decision record
+    "answer-copy-and-communicators")."""
     import cupy
     streams = []
     for device_array, _ in pairs:

@@ -25,7 +25,8 @@ _CHUNK = 1 << 16  # pattern entries per NumPy pass: bounds the |chunk| x r tempo
 
 
 def _rows(X, index):
-    """X[index] for a 2-D X: ``take`` along the rows is about 3x faster than fancy indexing in NumPy."""
+    """X[index] for a 2-D X: ``take`` along the rows is faster than fancy indexing in NumPy (decision record
+    "host-passes-numpy")."""
     return np.take(X, index, axis=0)
 
 
@@ -252,8 +253,9 @@ class CpuKernels(RowSpace):
     @staticmethod
     def lanczos_cycle(step, first, stop, rows, deadline, recorded):
         """step(j) for j = first, ..., stop - 1, in order, on vectors of ``rows`` entries; returns the j after the
-        last step run: ``stop``, or less once the clock (``time.perf_counter``) has passed ``deadline`` (one cycle
-        of n = 3e5 takes 1.5 s on a CPU). ``recorded``: the caller's dict of replays (unused here); every call
+        last step run: ``stop``, or less once the clock (``time.perf_counter``) has passed ``deadline``, read after
+        every step because a cycle of a large block takes seconds on a CPU (decision record
+        "lanczos-stopping-rules"). ``recorded``: the caller's dict of replays (unused here); every call
         with the same (first, stop) must mean the same steps on the same arrays."""
         for j in range(first, stop):
             step(j)

@@ -112,8 +112,8 @@ _MIX = (0x9E3779B97F4A7C15, 0xBF58476D1CE4E5B9, 0x94D049BB133111EB)  # SplitMix6
 def hashed_uniform(xp, start: int, stop: int, seed: int):
     """Entries start..stop-1 of a pseudo-random vector with entries uniform in [-1, 1): entry i is SplitMix64's mix of
     (seed * 2^32 + i) times its increment, a function of i alone, so any range of it comes out the same on every array
-    namespace and in any split into shards, and it is made on the device that uses it (drawing 1e8 normals on the
-    host and copying them took 1.4 s per certificate on the H100 machine)."""
+    namespace and in any split into shards, and it is made on the device that uses it rather than drawn on the host
+    and copied at every certificate (decision record "host-passes")."""
     increment, first, second = (xp.uint64(c) for c in _MIX)
     z = xp.arange(start, stop, dtype=xp.uint64)  # in place from here: one temporary
     z += xp.uint64((int(seed) << 32) % 2**64)
@@ -133,7 +133,7 @@ def hashed_uniform(xp, start: int, stop: int, seed: int):
 class RowSpace:
     """Creation and reductions of row-space arrays (factors, eigenvector estimates, Lanczos bases), so that the phases
     and the eigensolver never need an array namespace for them: on several devices a row-space array is split by rows
-    (``sharding.ShardedRows``) and the sharded kernel set implements these with reductions across the shards."""
+    (``distributed.ShardedRows``) and the sharded kernel set implements these with reductions across the shards."""
 
     xp = np
 

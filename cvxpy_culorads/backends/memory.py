@@ -1,8 +1,9 @@
 """Device-memory decisions in one place: what a solve, a wider factor, a Lanczos basis and the interior-point
 method's dense work need, and whether it fits in the memory the backend reports free.
 
-Each estimate is calibrated on the H100 (80 GB) with CuPy's memory pool; calibrating for another device means
-changing the constants here. On the CPU ``backend.free_memory()`` is None and everything fits.
+Each estimate's constants are calibrated on one GPU model with CuPy's memory pool (decision record
+"device-memory-estimates"); calibrating for another device means changing them here. On the CPU
+``backend.free_memory()`` is None and everything fits.
 """
 from __future__ import annotations
 
@@ -15,16 +16,17 @@ __all__ = ["DENSE_LIMIT", "fitting_rank", "estimate_device_bytes", "widening_fit
            "interior_point_work_bytes", "interior_point_fits"]
 
 # n_rows x r arrays held at once in the phases, counting CuPy's pool: factor, gradient, step, L-BFGS pairs, C R,
-# C D (phase I); U, V, CG vectors (phase II). Measured at n = 1e8, rank 5 (pool growth over the phase, H200): 13 in
-# phase I; the Riemannian phase's 10 on one device and 11.8 per shard on two, whose halo exchange adds its buffers
+# C D (phase I); U, V, CG vectors (phase II); a split Riemannian phase's halo exchange adds its buffers. With
+# POOL_MARGIN it covers the most a phase was measured to hold (decision record "phase-memory-and-n-3e8")
 FACTOR_ARRAYS = 12
 BUILD_BYTES = 96  # per entry of a symmetric pattern while it is sorted: coordinates, keys, order, permuted copies
-POOL_MARGIN = 1.15  # blocks CuPy's pool keeps for reuse (measured at n = 1e8: 64 GiB peak, 60 GiB in the phases)
+# blocks CuPy's pool keeps for reuse, as a factor on the bytes counted (decision record "device-memory-estimates")
+POOL_MARGIN = 1.15
 # A Lanczos cycle keeps its whole basis (steps x n) and, at a restart, the kept Ritz vectors (a third as many): at
 # n = 1e8 sixty vectors are 48 GB. Both may take this share of the free device memory, and the cycle has no fewer
 # than MIN_LANCZOS_STEPS vectors (more restarts, same answer).
 LANCZOS_MEMORY_SHARE, MIN_LANCZOS_STEPS = 0.5, 20
-DENSE_LIMIT = 1000  # blocks up to this order get a dense eigen-decomposition instead (``certificates.py``)
+DENSE_LIMIT = 1000  # blocks up to this order get a dense eigen-decomposition instead (``certify/certificates.py``)
 KEPT_RITZ_SHARE = 3  # a restart keeps steps // 3 Ritz vectors
 
 
@@ -36,8 +38,9 @@ def _factor_arrays_bytes(n_rows: int, columns: int) -> int:
 def estimate_device_bytes(problem, layout, rank: int) -> int:
     """An estimate of the device memory a solve needs at the given rank: the operator's build (sorting
     64-bit keys over the larger symmetric pattern) or its arrays plus the phases' factor arrays, with a
-    margin for the memory pool (1.04x the measured peak of sparse MaxCut at n = 1e8, 1.15x its phases). The
-    Lanczos basis of the certificates is not counted: it is sized to the memory left (``certificates.py``)."""
+    margin for the memory pool (``POOL_MARGIN``, from measured peaks: decision record "device-memory-estimates").
+    The Lanczos basis of the certificates is not counted: it is sized to the memory left
+    (``certify/certificates.py``)."""
     nnz_A = problem.nnz + layout.n_lp
     c_symmetric = 2 * (sum(c[0].size for c in problem.C_coords) + layout.n_lp)  # entries of C's CSR
     a_symmetric = 2 * nnz_A  # entries of the pattern of A*(y), at most
@@ -55,10 +58,10 @@ def widening_fits(backend, layout, old_width: int, new_width: int) -> bool:
     """Whether the phases' factor arrays fit at ``new_width`` columns beside the certificates' shortest Lanczos
     cycle (``certificate_reserve``) in the device memory still free plus the factor's own (``old_width`` columns,
     which the wider factor replaces); always on the CPU. The arrays the phases held at the old width are not counted
-    as free: between phases most are released, and a wider factor that would fit only by reusing them ran the H100
-    out of memory (sparse MaxCut n = 1e7, rank 65 -> 98). Without the reserve, the torus of n = 1e8 escaped from 5
-    to 8 columns on one H200 and its next measurement ran out of memory. A rank increase that would not fit is
-    skipped instead of failing inside CUDA."""
+    as free: between phases most are released, and a wider factor that fits only by reusing them can run the device
+    out of memory; the reserve keeps room for the next measurement's eigensolver (decision records
+    "riemannian-starting-rank" and "escape-memory-check"). A rank increase that would not fit is skipped instead of
+    failing inside CUDA."""
     free = backend.free_memory()
     n_rows = layout.n_rows
     need = POOL_MARGIN * _factor_arrays_bytes(n_rows, new_width) + certificate_reserve(layout)
@@ -75,8 +78,8 @@ def certificate_reserve(layout) -> float:
 def fitting_rank(problem, layout, rank: int, narrowest: int, backend) -> int:
     """The initial rank to start from, checked before anything is allocated: ``rank`` when the solve fits in the free
     device memory at it (``estimate_device_bytes``; always on the CPU); else the widest rank from ``narrowest`` up
-    that fits with the certificates' shortest Lanczos cycle beside it (a start that fills the memory left the
-    dual certificate none: sparse MaxCut at n = 1e8 ran out of memory in it); else ``narrowest`` if the solve
+    that fits with the certificates' shortest Lanczos cycle beside it (a start that fills the memory leaves the
+    dual certificate none: decision record "device-memory-estimates"); else ``narrowest`` if the solve
     fits there; else a MemoryError. (Rank growth is checked when it happens, ``widening_fits``.)"""
     free = backend.free_memory()
     if free is None or estimate_device_bytes(problem, layout, rank) <= free:
@@ -182,5 +185,5 @@ def interior_point_routes(problem) -> list[tuple[int, int]]:
 
 def interior_point_fits(problem) -> bool:
     """Whether the interior-point method's dense work arrays are small enough for it to be cheap (the driver
-    offers it only such problems, ``Settings.interior_point``)."""
+    offers it only such problems, ``Settings.lorads.interior_point_handover``)."""
     return interior_point_work_bytes(problem) is not None

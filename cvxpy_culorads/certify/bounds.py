@@ -29,7 +29,7 @@ bounded by nothing, and then the answer says so rather than guessing. ``FixedDia
 squared norm the constraints fix exactly (X_jj = b_i / a_ij, the constraint's only entry, and no other
 constraint on the block): projecting the factor onto them makes those constraints hold to rounding.
 ``FixedTrace`` finds a constraint a tr X = b on a problem's only block (theta's tr X = 1): its feasible factors
-have ||R||_F^2 = b / a, one sphere, on which the ALM phase can keep that constraint exact (``alm.py``).
+have ||R||_F^2 = b / a, one sphere, on which the ALM phase can keep that constraint exact (``phases/alm.py``).
 """
 from __future__ import annotations
 

@@ -9,10 +9,10 @@ the LoRADS code, ||v||_1 = sum of absolute entries, over all entries of the full
 - gap                   |<C,X> - b'lambda| / (1 + |<C,X>| + |b'lambda|).
 
 Dual infeasibility needs lambda_min of every S_k: small blocks are made dense and solved in batches
-by ``eigh``; large ones run the thick-restarted Lanczos iteration of ``krylov.py`` on the device, without a
+by ``eigh``; large ones run the thick-restarted Lanczos iteration of ``linalg/krylov.py`` on the device, without a
 host copy of the matrix. Blocks of a few hundred rows, given the primal factor, first try Lanczos deflated
 against the factor's near-invariant Ritz vectors, with a rigorous bound for what the deflation leaves out.
-The first two errors' norms and the gap live in ``measures.py``.
+The first two errors' norms and the gap live in ``certify/measures.py``.
 """
 from __future__ import annotations
 
@@ -114,8 +114,8 @@ def smallest_eigenpairs(matrix, layout, backend, accuracy, seed: int = 0, guesse
     (with the random part of the start, ``krylov.GUESS_NOISE``). A run whose cycles ran out has still built a
     Krylov space of thousands of vectors, and its Ritz value less its (larger) residual is the same kind of lower
     estimate; a run cut short by the deadline may have built a few vectors only, and its pair's ``lower`` is then
-    Gershgorin's bound, which holds regardless. (Treating cycle-limited runs like cut ones doubled phase I on G67
-    and G81 on the H100: their snapshots failed on a Gershgorin bound, 2026-11-23.)"""
+    Gershgorin's bound, which holds regardless. (Treating cycle-limited runs like cut ones made snapshots fail on a
+    Gershgorin bound and lengthened phase I: decision record "certified-criterion".)"""
     xp = backend.xp
     accuracies = np.broadcast_to(np.asarray(accuracy, dtype=float), (len(layout.sizes),))
     result: dict[int, Eigenpair] = {}
@@ -155,11 +155,11 @@ def smallest_eigenpairs(matrix, layout, backend, accuracy, seed: int = 0, guesse
 
 DENSE_ROUNDING = 10.0  # safety factor on n eps ||S||_2 for the eigenvalues of a dense decomposition
 # Blocks of orders between these that would get a dense eigh are deflated against the primal factor's range
-# first (on the 2-core CPU, G1's 800 x 800 eigh takes 60 ms, a deflated Lanczos run 15); larger blocks are not:
-# there a plain Lanczos run is cheap next to a failed deflated one, and the bound it allows to lose (below) cost
-# G67 and G81 thousands of extra steps on the H100 (2026-11-23). The range must leave most of the block outside.
+# first (a deflated Lanczos run is cheaper than the dense eigh there); larger blocks are not: there a plain Lanczos
+# run is cheap next to a failed deflated one, and the bound's allowed loss (below) costs optimisation steps (decision
+# record "certificate-deflation-range"). The range must leave most of the block outside.
 DEFLATION_MIN_ORDER, DEFLATION_MAX_SHARE = 200, 0.5
-# the accuracy the callers ask for is a tenth of what their measure resolves (``driver._Run.evaluate``)
+# the accuracy the callers ask for is a tenth of what their measure resolves (``Run.evaluate``, ``solver/run.py``)
 DEFLATION_LOSS = 5.0
 DEFLATION_CYCLES = 3  # restarts a deflated run may take before the undeflated problem is solved instead
 RANGE_CUTOFF = 1e-6  # directions of the factor whose singular value is below this share of the largest are dropped

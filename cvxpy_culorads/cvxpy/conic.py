@@ -246,7 +246,9 @@ def to_sdp_problem(data: dict) -> tuple[SDPProblem, SolutionMap]:
         coefficients.append((block.row, rows_n[block.col], cols_n[block.col],
                              block.data * entry_weight[block.col]))
         values = c[x_index] * entry_weight
-        nonzero = values != 0  # coordinates, not a sparse matrix: no symmetry check (1 ms a block on tiny models)
+        # coordinates, not a sparse matrix: no symmetry check, which is costly on tiny models (decision record
+        # "small-sdp-routes")
+        nonzero = values != 0
         objectives.append((rows_n[nonzero], cols_n[nonzero], values[nonzero]))
         block_sizes.append(n)
     for n, rows in lmi_blocks:

@@ -1,6 +1,6 @@
 """The structure-aware CVXPY entry point: ``problem.solve(method="culorads")`` reads the expression tree.
 
-CVXPY's chain (``solver="CULORADS"``, ``cvxpy_interface.py``) vectorises every n x n variable into n^2 scalars
+CVXPY's chain (``solver="CULORADS"``, ``cvxpy/conic.py``) vectorises every n x n variable into n^2 scalars
 and passes each constraint through that vectorisation, so time and memory grow like n^2 before the engine
 starts. This reader builds the :class:`SDPProblem` in time and memory proportional to the data instead: every
 objective and constraint is a batch of linear functionals on its expression's entries (sparse lists of

@@ -21,7 +21,9 @@ from cvxpy_culorads.operators.compressed import prepare_products, symmetric_time
 
 __all__ = ["conjugate_gradient", "lanczos_smallest", "lanczos_cycle_steps"]
 
-CG_MAX_ITER, CG_RESTART = 800, 200  # a restart discards the Krylov space: every 20 iterations doubled the count
+# the iteration cap, and the iterations between restarts: a restart discards the Krylov space, so restarts are far
+# apart (decision record "objective-apart-and-phase-one-exits")
+CG_MAX_ITER, CG_RESTART = 800, 200
 LANCZOS_STEPS, LANCZOS_CYCLES = 60, 40  # the longest cycle, and the cycles a run may take at that length
 CLUSTER_MARGIN = 5  # Ritz vectors a restart keeps beyond the dimension of the slack's bottom cluster
 
@@ -30,10 +32,8 @@ def lanczos_cycle_steps(rank: int) -> int:
     """The length of a Lanczos cycle for the dual slack of a block whose factor has ``rank`` columns: long enough
     that the Ritz vectors a restart keeps (a ``KEPT_RITZ_SHARE``-th) span the slack's bottom cluster, whose
     dimension near a low-rank optimum is the rank (the slack's null space), with ``CLUSTER_MARGIN`` more; no longer,
-    up to ``LANCZOS_STEPS``. Full reorthogonalisation makes step j of a cycle pass over j basis vectors, so that at
-    5 columns cycles of 60 did 2.5x the passes of cycles of 30, needed more steps, and took twice the certificates'
-    time (MaxCut of a torus 700 x 700, a random graph of 2e5 vertices and rgg 2^17 at tol 1e-2, seeds 0-2, CPU:
-    77160 against 30650 passes, 53.9 s against 24.7 s; ``benchmarks/results/cpu_lanczos_cycles``)."""
+    up to ``LANCZOS_STEPS``. Full reorthogonalisation makes step j of a cycle pass over j basis vectors, so a cycle
+    longer than the cluster needs costs passes without saving steps (decision record "sharded-certificates")."""
     return min(LANCZOS_STEPS, KEPT_RITZ_SHARE * (rank + CLUSTER_MARGIN))
 
 
@@ -70,21 +70,19 @@ def conjugate_gradient(apply, rhs, x, tol: float, backend, check_every: int = 1,
 
 
 # weight of the random part of a warm start. The guess (the last slack's eigenvector) can be almost orthogonal to
-# the new smallest eigenvector when eigenvalues cluster, as they do near a MaxCut optimum; with a weight of 1e-3
-# Lanczos then converged to the second eigenvalue with a small residual, and value - residual was no lower estimate
-# (n = 1200: -8.1e-6 reported, -1.57e-5 true). An equal random part keeps a component of order 1/sqrt(2n) along
-# every eigenvector, which Lanczos amplifies, at the price of a few more steps.
+# the new smallest eigenvector when eigenvalues cluster, as they do near a MaxCut optimum; with a small random part
+# Lanczos can converge to the second eigenvalue with a small residual, and value - residual is then no lower
+# estimate. An equal random part keeps a component of order 1/sqrt(2n) along every eigenvector, which Lanczos
+# amplifies, at the price of a few more steps (decision record "lanczos-stopping-rules").
 GUESS_NOISE = 1.0
 # A run stopped below ``fails_below`` reports a lower estimate within three times its Ritz value: enough to rank
 # failing points and to judge whether polishing still pays. Where the slack's spectrum is dense near zero, as at
-# a MaxCut optimum, the value converges much sooner than the residual: G67's failing evaluations ran 2400 products
-# to reach their accuracy where 300 to 800 gave the value to 15 % (2026-11-23).
+# a MaxCut optimum, the value converges much sooner than the residual (decision record "lanczos-stopping-rules").
 DECIDED_RESIDUAL_SHARE = 2.0
 # A run whose cycles run out undecided (its Ritz value passes the caller's test, the value less its residual does
-# not) may take this many times its cycles: the test then hangs on the eigensolver's accuracy, not on the point.
-# On delaunay 2^20 (H100) the Riemannian runs' second certificate missed tol by 7 % (certified gap 1.07e-5) after 40
-# cycles, and the next run of the phase spent 2558 steps (10 s) to bring it to 9.3e-6; a cycle costs about what 7
-# optimisation steps do at any size there (delaunay 2^20, sparse 1e7), so the extension is bounded by ~560 steps.
+# not) may take this many times its cycles: the test then hangs on the eigensolver's accuracy, not on the point, and
+# the extra cycles cost less than another run of the phase to a tighter target (decision record
+# "lanczos-stopping-rules").
 UNDECIDED_CYCLES_FACTOR = 3
 
 
@@ -113,7 +111,7 @@ def lanczos_smallest(matrix, n: int, backend, accuracy: float, seed: int, guess=
     says how far the answer is from converged); otherwise it restarts from the ``steps // 3`` smallest
     Ritz vectors and the next basis vector (thick restart). Keeping one Ritz vector only, as a plain
     restart does, stalls when eigenvalues cluster at the bottom, as they do at a MaxCut optimum (the dual
-    slack's null space has the dimension of the rank): G67 then used up 40 cycles without converging. The
+    slack's null space has the dimension of the rank; decision record "lanczos-stopping-rules"). The
     coefficients stay on the device until the cycle ends (one transfer per cycle, not per step); a
     breakdown (beta ~ 0) is found then, and the steps after it are discarded. A cycle's steps go through
     ``kernels.lanczos_cycle``, which on the GPU records them once as a CUDA graph and replays it: the same

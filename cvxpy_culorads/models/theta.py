@@ -34,8 +34,8 @@ def _edges(W) -> tuple[np.ndarray, np.ndarray]:
 def theta_problem(W, formulation: str = "low_rank", name: str = "theta") -> SDPProblem:
     """The theta SDP of the graph with symmetric adjacency ``W`` as a minimisation: ``-result.primal_objective`` is
     theta(G). ``formulation``: ``"low_rank"`` (the default: order n, objective -J as a low-rank term; its tr X = 1
-    keeps phase I on a sphere, ``alm.py``, which took H(4, 10) from 16850 steps in the sparse form to 321) or
-    ``"sparse"`` (order n + 1, sparse data only); see the module's docstring."""
+    keeps phase I on a sphere, ``phases/alm.py``, which takes far fewer steps than the sparse form: decision record
+    "trace-sphere") or ``"sparse"`` (order n + 1, sparse data only); see the module's docstring."""
     if formulation not in THETA_FORMULATIONS:
         raise ValueError(f"formulation must be one of {THETA_FORMULATIONS}, got {formulation!r}")
     n = sp.csr_array(W).shape[0]

@@ -8,8 +8,8 @@ variables on the diagonal), so the operator is stored as
 
 - ``A_fold``: CSR (m x |Omega_A|) over the positions Omega_A some A_i touches, entries of A_i with
   weight 2 off the diagonal, so that A(X) = A_fold @ X_{Omega_A} for a symmetric X given by its
-  values there (all sparse products go through the row-major CSR kernel of ``kernels.py``: on the
-  GPU it avoids cuSPARSE's per-call set-up, which dominates at Gset sizes);
+  values there (all sparse products go through the kernel set's row-major CSR kernel, ``Kernels.csr_matmul`` in
+  ``backends/kernels.py``: on the GPU it avoids cuSPARSE's per-call set-up, which dominates at Gset sizes);
 - ``C``: the symmetric block-diagonal C in CSR (both triangles, its own pattern, fixed values), so
   that <C, U V'> = <U, C V> is a sparse product (no sampling on C's positions, which is most of
   Omega for MaxCut);
@@ -26,7 +26,7 @@ A*(y) is diagonal, a step then reads the edges once instead of three times. Memo
 O(nnz(A) + nnz(C)), never O(n^2); sym(U V') is only ever formed on Omega_A by the
 sampled-product kernel. The operator knows nothing about phases or stopping rules.
 
-Low-rank terms U diag(d) U' (``lowrank.py``) stay factored: their columns, placed in the stacked row space, form
+Low-rank terms U diag(d) U' (``problem/lowrank.py``) stay factored: their columns, placed in the stacked row space, form
 one n_rows x K factor per kind (:class:`FactoredTerms`). For the objective's, C V gains U (d * (U'V)). A
 constraint's column l is one more "position" of the sampled vector, with value (U'R)_l . (U'R)_l = u_l'RR'u_l, and
 one more column of ``A_fold`` (entry d_l in row con_l), so A(X) = A_fold @ w still holds; the adjoint's values
@@ -69,8 +69,8 @@ class BlockLayout:
     def of(cls, problem) -> BlockLayout:
         sizes = problem.block_sizes
         offsets = tuple(int(o) for o in np.concatenate([[0], np.cumsum(sizes)[:-1]])) if sizes else ()
-        # counted with bincount: np.unique hashes, 0.7 s per 1e6 entries (9 s of the set-up at n = 1e7); constraints
-        # that increase (MaxCut's diagonal, completion's entries) are distinct without it (0.4 s at m = 1e8)
+        # counted with bincount, as np.unique hashes; constraints that increase (MaxCut's diagonal, completion's
+        # entries) are distinct without it (decision record "host-passes-numpy")
         touching = tuple(c.con.size if strictly_increasing(c.con) else
                          int(np.count_nonzero(np.bincount(c.con, minlength=problem.m))) for c in problem.A_coords)
         return cls(sizes, offsets, problem.n_lp, int(sum(sizes)), touching)
@@ -92,7 +92,7 @@ def _folded_squares(rows, cols, vals) -> np.ndarray:
 def constraint_squares(cons, rows, cols, vals, m: int) -> np.ndarray:
     """||A_i||_F^2 per constraint from its lower-triangle coordinates (host arrays; off-diagonals count twice).
     Where the constraints are 0..m-1 with one coordinate each (completion's), the folded squares are the answer
-    (NumPy's bincount of 6e8 entries took 2 s on one core)."""
+    (a bincount of them runs on one core: decision record "host-passes-numpy")."""
     folded = _folded_squares(rows, cols, vals)
     if cons.size == m and strictly_increasing(cons):
         return folded
@@ -102,7 +102,8 @@ def constraint_squares(cons, rows, cols, vals, m: int) -> np.ndarray:
 def median_row_norm(squares: np.ndarray) -> float:
     """The median of the nonzero row norms whose squares are given (1 when all are zero): the scalar by which the
     operators divide A and b (``CompressedOperator``). A chunked pass first: where the positive squares are all
-    equal (completion's, MaxCut's) their root is the median, and NumPy's partial sort of 6e8 took 3 s."""
+    equal (completion's, MaxCut's) their root is the median, without NumPy's partial sort on one core (decision
+    record "host-passes-numpy")."""
     low, high = extremes(lambda s: squares[s][squares[s] > 0], squares.size)
     if low > high:  # no positive square
         return 1.0
@@ -130,8 +131,8 @@ def coordinate_csr(backend, rows, cols, vals, shape, index_dtype):
 
 
 def sorted_unique(xp, keys):
-    """The distinct values of ``keys`` in increasing order, by one sort (NumPy's ``unique`` hashes, 10x slower
-    on 1e6 integer keys)."""
+    """The distinct values of ``keys`` in increasing order, by one sort (NumPy's ``unique`` hashes, which is slower
+    on integer keys: decision record "host-passes-numpy")."""
     keys = xp.sort(keys)
     first = xp.ones(keys.size, dtype=bool)
     first[1:] = keys[1:] != keys[:-1]
@@ -325,9 +326,9 @@ class CompressedOperator:
         a_cons, a_rows, a_cols, a_vals = map(_joined, (a_cons, a_rows, a_cols, a_vals))
         # l2 rescaling by one scalar, the median row norm s of A (off-diagonals count twice): A <- A / s and
         # b <- b / s keep the penalty commensurate with the objective when the coefficients are large (arch*:
-        # ||A_i|| ~ 1e4, b_i ~ 2, which left the ADMM CG at its iteration cap). One scalar keeps the relative
-        # row weights: per-row scaling shrank the all-ones row of gpp100 and slowed it 100x. The multipliers
-        # of the scaled rows are s * lambda, C - A*(lambda) is unchanged, residuals need ``row_scale``.
+        # ||A_i|| ~ 1e4, b_i ~ 2). One scalar keeps the relative row weights, which per-row scaling would change
+        # (decision record "l2-rescaling-one-scalar"). The multipliers of the scaled rows are s * lambda,
+        # C - A*(lambda) is unchanged, residuals need ``row_scale``.
         constraint_terms, term_weights = _stacked_terms(layout.offsets, [t.term for t in problem.A_low_rank])
         term_count = constraint_terms[3]
         term_con = np.concatenate([t.con for t in problem.A_low_rank] + [np.zeros(0, np.int64)])  # no PSD block: none
@@ -384,7 +385,7 @@ class CompressedOperator:
 
     # ------------------------------------------------------------------ row-space arrays
     def split(self, array):
-        """A host array of the row space on the device (``sharding.ShardedSpheresOperator`` splits it)."""
+        """A host array of the row space on the device (``distributed.ShardedSpheresOperator`` splits it)."""
         return self.backend.asarray(array)
 
     def initial_factor(self, width: int, ranks, seed: int):
@@ -436,7 +437,7 @@ class CompressedOperator:
         return out
 
     def rounded_objective_times(self, V, out=None):
-        """C V where a split operator may round the halo rows it exchanges (``sharding.ShardedSpheresOperator``); on
+        """C V where a split operator may round the halo rows it exchanges (``distributed.ShardedSpheresOperator``); on
         one device there is no halo, so the exact product (``rounds_halo`` is False)."""
         return self.objective_times(V, out=out)
 

@@ -11,18 +11,18 @@ ends when the gradient certificate eta = ||grad L||_F / (1 + s ||C||_inf) falls 
 then lambda <- lambda - rho (A(X) - b). Subproblems repeat at fixed rho until one is easy (few
 steps) or the smoothed certificate keeps moving, then rho doubles; a run of hard subproblems grows
 every rank by a factor (the "dynamic rank" of LoRADS). The phase is a generator of ``Progress``
-rows, one per L-BFGS step, so the driver owns the loop (time limits, logging); it ends at the switch to
-ADMM (the primal infeasibility reaches ``phase1_tol``, or it and the gap reach ``phase1_tol`` / 1000 or the final
-``tol``), or when its outer-iteration budget is spent.
+rows, one per L-BFGS step, so the driver owns the loop (time limits, logging); it ends at the switch to ADMM
+(the primal infeasibility reaches ``lorads.phase1_tol``, or it and the gap reach ``lorads.phase1_tol`` / 1000 or the
+final ``tol``), or when its outer-iteration budget is spent.
 
 On a problem with a constraint a tr X = b (``bounds.FixedTrace``: theta's tr X = 1) the phase keeps that constraint
 exact instead: R stays on the sphere ||R||_F^2 = b / a, the gradient and the direction are projected onto its
 tangent space (the gradient's normal part goes into the constraint's multiplier, which stationarity determines, so
 b'lambda stays a dual objective), and the line search minimises the merit along the retraction
 sqrt(u) (R + tau D), u = (b/a) / (b/a + tau^2 ||D||^2), a ratio of polynomials in tau whose stationary points are
-the roots of a quintic. Without the sphere the first subproblems (zero multipliers, a small penalty) ran off to
-points far outside it (H(10, 2): <C, X> = -4.5e5 where theta = 512) and took a fifth of all steps to come back;
-on it the ALM alone reaches ``tol``, so the phase runs until the gap and the primal infeasibility are below
+the roots of a quintic. Without the sphere the first subproblems (zero multipliers, a small penalty) run off to
+points far outside it and take many steps to come back (decision record "trace-sphere"); on it the ALM alone
+reaches ``tol``, so the phase runs until the gap and the primal infeasibility are below
 ``exit_tol`` (the driver tightens it while the certificate fails) and phase II is not used.
 """
 from __future__ import annotations
@@ -44,8 +44,8 @@ TAU_MAX = 1e3  # longest step of the line search (the direction is scaled by L-B
 # Every EMA_INTERVAL passes at one penalty, the passes end if the smoothed certificate (weight EMA_WEIGHT)
 # moved by more than EMA_THRESHOLD since the last check, as the LoRADS code does: a run of passes whose
 # multiplier updates keep moving the certificate goes to a larger penalty instead. (The code's comment
-# suggests the opposite reading, leave on stagnation; with that, MaxCut of a 1e5-vertex sparse graph at
-# rank 5 oscillated at one penalty for MAX_OUTER_STEPS steps, 5x slower overall; SDPLIB was unaffected.)
+# suggests the opposite reading, leave on stagnation, which let MaxCut oscillate at one penalty: decision record
+# "alm-penalty-ema-rule".)
 EMA_WEIGHT, EMA_INTERVAL, EMA_THRESHOLD = 0.1, 5, 0.005
 LINE_SEARCH_SCALARS = 9  # entries written by kernels.line_search_products
 SPHERE_SCALARS = 28  # entries written by kernels.sphere_line_search_products
@@ -104,7 +104,7 @@ class LBFGS:
 
     Pairs with too little curvature (y's <= 1e-12 ||s|| ||y||) are given weight zero on the
     device instead of being dropped on the host, so no synchronisation is needed. The recursion
-    is one fused operation of the kernel set (``kernels.py``).
+    is one fused operation of the kernel set (``backends/kernels.py``).
     """
 
     def __init__(self, kernels, memory: int):
@@ -202,8 +202,8 @@ class ALMPhase:
     def _sphere_outer_iterations(self):
         """The classic penalty rule on the sphere: after each subproblem the multipliers move, and rho grows only
         when the primal infeasibility fell by less than SPHERE_DECREASE. (LoRADS's rule above raises rho after every
-        easy subproblem; on the sphere the first ones are all easy, and it took theta H(3, 10) from 0.03 to 8e4 in
-        200 steps, to a feasible point with <J, X> = 0 that the ill-conditioned subproblems then crawled away from.)"""
+        easy subproblem; on the sphere the first ones are all easy, so rho grew at once, to a feasible point with
+        <J, X> = 0 that the ill-conditioned subproblems then crawled away from: decision record "trace-sphere".)"""
         rank_flag, outers_since_rank_change = 0, 0
         self._refresh()
         previous, seed = math.inf, self.settings.seed + 1
@@ -230,7 +230,8 @@ class ALMPhase:
         """Move R by PERTURBATION of its norm in a random direction: a subproblem that ends where it starts while the
         constraints stay violated sits on a critical point the multiplier updates keep critical. On a regular graph
         theta's first subproblems converge to X = 1 1' / n, the top eigenvector of J, which stays stationary for
-        multipliers equal on all edges; the penalty then doubled forever at H(3, 10) (a saddle once they are large)."""
+        multipliers equal on all edges; the penalty then doubles without end (a saddle once they are large; decision
+        record "trace-sphere")."""
         st = self.state
         noise = self.op.initial_factor(max(st.ranks), st.ranks, seed)
         st.R += (PERTURBATION * self.kernels.norm(st.R) / self.kernels.norm(noise)) * noise
@@ -311,9 +312,9 @@ class ALMPhase:
         ||A(X) - b||_2 / (1 + ||b||_1) <= phase1_tol / 1000. With the large-MaxCut tuning (phase1_tol 10) the
         second fires long before the first, whose threshold does not grow with the number of constraints.
         A third exit: the gap and that primal infeasibility already meet the final ``tol``. The first test asks
-        for a residual whose root mean square shrinks like 1/sqrt(m), so with 2e8 constraints (completion,
-        n = 2e7) phase I otherwise ran on for hundreds of steps past the point where only the dual certificate
-        was left to check."""
+        for a residual whose root mean square shrinks like 1/sqrt(m), so with many constraints (completion) phase I
+        otherwise runs on past the point where only the dual certificate is left to check (decision record
+        "objective-apart-and-phase-one-exits")."""
         tol, final = self.settings.lorads.phase1_tol, self.settings.tol
         pinf, gap = progress.primal_infeasibility, progress.gap
         if self.sphere is not None:  # on the sphere phase I runs to the end (module docstring)
@@ -386,7 +387,7 @@ class ALMPhase:
         return self.grow_ranks and rank_flag >= RANK_TRIGGER and outers_since_rank_change >= 2
 
     def _grown_ranks(self) -> list[int] | None:
-        """Every block's rank times ``rank_growth`` (up to its bound), or None when no rank can grow or the wider
+        """Every block's rank times ``lorads.rank_growth`` (up to its bound), or None when no rank can grow or the wider
         factor would not fit in device memory."""
         ranks = self.state.ranks
         growth = self.settings.lorads.rank_growth

@@ -4,7 +4,7 @@ Low-rank methods stall where the optimum is not low rank or is degenerate (SDPLI
 arch*, thetaG11: LoRADS's C code fails on them as well), yet such problems are usually small. When
 every PSD block is small enough to hold densely and the m x m Schur complement fits
 (``memory.interior_point_fits``), the driver hands a problem that the low-rank phases have not
-certified to this method (``Settings.interior_point``). It is the infeasible-start primal-dual
+certified to this method (``Settings.lorads.interior_point_handover``). It is the infeasible-start primal-dual
 method with the HKM direction and Mehrotra's predictor-corrector, as in SDPT3 and SDPA, written
 against the array namespace so it runs on either backend (on the host when every block is tiny,
 ``DEVICE_MIN_ORDER``): per iteration one m x m Cholesky factorisation, and per block an inverse, a
@@ -35,15 +35,16 @@ MAX_ITERATIONS = 100
 STALL_ITERATIONS = 10  # iterations without a new best error estimate that end the method
 TARGET_SHARE = 0.1  # the iteration stops once its own error estimates are this share of tol
 # Below this largest block order a GPU iteration is a string of tiny kernels whose launches cost more than the
-# arithmetic (truss6, 150 blocks of order 3: 17 s on an H100 against 1.5 s on two CPU cores), so the method runs on
-# the host and hands its point to the device at the end.
+# arithmetic, so the method runs on the host and hands its point to the device at the end (decision record
+# "interior-point-small-operators").
 DEVICE_MIN_ORDER = 64
 # Entries up to which a block's constraint operator (touching constraints x positions) is held as a dense array: on
-# tiny CVXPY models the sparse products' dispatch cost more than their arithmetic (about 20 per iteration, 10 us each
-# in SciPy). Kept small because the Schur complement multiplies by it twice, densely, with |positions|^2 entries.
+# tiny CVXPY models the sparse products' dispatch costs more than their arithmetic (decision record
+# "interior-point-small-operators"). Kept small because the Schur complement multiplies by it twice, densely, with
+# |positions|^2 entries.
 DENSE_BLOCK_ENTRIES = 2 ** 14
-# m x n_lp entries up to which the LP constraints are held dense: their Schur part is then one GEMM (as three sparse
-# products it cost 1 ms per iteration on tiny CVXPY models, a third of the method's time)
+# m x n_lp entries up to which the LP constraints are held dense: their Schur part is then one GEMM instead of three
+# sparse products, whose dispatch dominates on tiny CVXPY models (decision record "interior-point-small-operators")
 DENSE_LP_ENTRIES = 10 ** 6
 FACTOR_CUTOFF = 1e-13  # eigenvalues of X_k below this share of the largest are left out of the factor
 
@@ -116,7 +117,8 @@ class _Block:
             xp, u, v = self.xp, self.rows, self.cols
             Xu, Xv, Zu, Zv = X[u], X[v], Z[u], Z[v]
             # entry (p, q) for p = (u, v), q = (s, t): X_vs Z_ut + X_vt Z_us + X_us Z_vt + X_ut Z_vs (take() gathers
-            # columns 4x faster than fancy indexing in NumPy; accumulating in place keeps two |Omega|^2 arrays)
+            # columns faster than fancy indexing in NumPy, decision record "host-passes-numpy"; accumulating in place
+            # keeps two |Omega|^2 arrays)
             K = xp.take(Xv, u, axis=1) * xp.take(Zu, v, axis=1)
             for rows_of_X, rows_of_Z, first, second in ((Xv, Zu, v, u), (Xu, Zv, u, v), (Xu, Zv, v, u)):
                 term = xp.take(rows_of_X, first, axis=1)

@@ -12,18 +12,16 @@ A step is L-BFGS on the Riemannian gradient 2 s P_R(C R) (P_R removes each row's
 direction projected onto the tangent space, the retraction scales the rows of R + tau D back to their norms, and
 tau comes from Armijo backtracking from tau = 1 (L-BFGS scales its direction; the first step moves a tenth of
 ||R||). The curvature pairs are the differences of consecutive points and gradients, without vector transport
-(their tangent spaces are close at the step sizes that occur, the projected direction absorbs the rest, and
-projecting the pairs saved no steps on MaxCut); the retraction and the projections are fused row kernels
-(``Kernels.sphere_retract``, ``Kernels.sphere_tangent``), so a step costs about what an ALM step does.
-Measured (README, "Riemannian phase"): on MaxCut of a sparse random graph (n = 2e4, CPU) it certified the answer
-in 1704 steps where the ALM route with its re-optimisation rounds took 2967; on the H100 it certified rgg 2^22 in
-24 s (the ALM route: 60 s limit) and, once Lanczos could go on while a certificate was undecided, delaunay 2^20 in
-1012 steps where the ALM route took 1650: faster on every MaxCut measured, so the setting ``riemannian`` is on by
-default.
+(their tangent spaces are close at the step sizes that occur, and the projected direction absorbs the rest:
+projecting the pairs saved no steps); the retraction and the projections are fused row kernels
+(``Kernels.sphere_retract``, ``Kernels.sphere_tangent``), so a step costs about what an ALM step does. It was the
+faster of the two on every MaxCut measured, so the plan takes it as the low-rank phase wherever it applies unless
+``algorithm="alm_admm"`` (decision record "riemannian-phase").
 
-On several devices (``sharding.py``) the products of a run whose target is at least ``ROUNDED_HALO_TARGET`` may
-exchange the halo rows in single precision (``Settings.halo_precision``); the line search then judges the decrease by
-a formula whose rounding error shrinks with the step, and the returned point's product is taken in double precision.
+On several devices (:mod:`cvxpy_culorads.distributed`) the products of a run whose target is at least
+``ROUNDED_HALO_TARGET`` may exchange the halo rows in single precision (``Settings.split.halo_precision``); the line
+search then judges the decrease by a formula whose rounding error shrinks with the step, and the returned point's
+product is taken in double precision.
 
 A run ends once the scale-free gradient measure ||grad||_F ||R||_F / (1 + s |<C, X>|) is at most ``target``
 (the driver tightens it between runs until the certificate holds), or when a step finds no descent. It is a
@@ -45,10 +43,9 @@ ARMIJO = 1e-4  # sufficient decrease, a share of the directional derivative
 BACKTRACKS = 30  # halvings of tau before the direction is given up
 FIRST_STEP = 0.1  # the first step (no curvature pairs yet) moves this share of ||R||_F
 # A run with a gradient target at least this large takes its products with the halo rows rounded to single
-# precision where the operator is split and so set (``Settings.halo_precision``). With the line search's decrease
-# taken as in ``_line_search``, rounded runs on two simulated shards (sparse MaxCut, n = 2e4, tol 1e-11) went down
-# to gradient measures of 7e-9 to 2e-8 before a search stalled, as runs in double precision did (1e-8 to 4e-8);
-# tighter targets than this margin take double precision all the same.
+# precision where the operator is split and so set (``Settings.split.halo_precision``). With the line search's
+# decrease taken as in ``_line_search``, rounded runs reach gradient measures as small as runs in double precision
+# do, well below this target (decision record "halo-precision"); tighter targets take double precision all the same.
 ROUNDED_HALO_TARGET = 1e-7
 
 
@@ -72,8 +69,8 @@ class Spheres:
             roots = np.empty(layout.n_rows)
             for offset, rows, block_roots in fixed.blocks:
                 roots[slice(offset, offset + block_roots.size) if rows is None else rows] = block_roots
-        # one transfer, the squares taken on the devices (at n = 1e8 squaring, square roots and two transfers on
-        # the host took 1.0 s of a 14 s solve)
+        # one transfer, the squares taken on the devices, not on the host with a second transfer (decision record
+        # "host-passes-numpy")
         roots = op.split(roots)
         return cls(roots * roots, roots)
 
@@ -159,7 +156,7 @@ class RiemannianPhase:
         With rounded halos the decrease is taken as <R_new - R, C R_new + C R>, which equals the difference of
         the objectives for a symmetric C and whose rounding error shrinks with the step: the difference of the two
         rounded objectives carries an error of the size of the rounding of <R, C R>, and near the optimum that
-        exceeded the decrease, so the search stalled (a floor of 1e-6 to 4e-6 under the gradient measure, n = 2e4)."""
+        exceeded the decrease, so the search stalled (decision record "halo-precision")."""
         R_new = self.kernels.empty_like(R)
         for _ in range(BACKTRACKS):
             self.kernels.sphere_retract(R, D, tau, self.roots, R_new)

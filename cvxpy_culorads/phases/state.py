@@ -3,7 +3,7 @@
 ``SolverState`` holds the device arrays (the stacked factor, the multipliers) and the few host
 scalars (penalty, objective scale, ranks) that describe where the method stands; ``Progress`` is
 one row of the iteration log; ``PhaseOutcome`` is how a phase ended, which the driver reads. All are
-plain data: the phases (``alm.py``, ``admm.py``) change the state, the driver reads the progress.
+plain data: the phases (``phases/alm.py``, ``phases/admm.py``) change the state, the driver reads the progress.
 """
 from __future__ import annotations
 
@@ -18,14 +18,13 @@ from cvxpy_culorads.certify.measures import ProblemNorms, primal_infeasibility, 
 __all__ = ["SolverState", "Progress", "PhaseOutcome", "block_ranks", "initial_rows", "widen_factor", "RANK_FACTOR",
            "SPHERES_RANK_FACTOR"]
 
-# The default initial rank is ceil(factor * ln n_k): LoRADS's timesLogRank for the ALM phases, twice it on a product
-# of spheres, where the Riemannian phase's L-BFGS took 2-6x fewer steps from the wider start (README, "Starting rank
-# of the Riemannian phase": sparse random graph n = 2e4 on the CPU 1824 -> 291 steps, rgg 2^22 on the H100 from a
-# time limit at 60 s to 41.7 s; on Gset the GPU's step cost barely depends on the rank)
+# The default initial rank is ceil(factor * ln n_k): LoRADS's timesLogRank for the ALM phases, twice it where a
+# constraint is kept exact (a product of spheres, the trace sphere), whose L-BFGS takes fewer steps from the wider
+# start (decision records "riemannian-starting-rank" and "solver-start-rank")
 RANK_FACTOR, SPHERES_RANK_FACTOR = 2.0, 4.0
 
 # The random start is drawn in chunks of this many rows, chunk c from its own seed, so that any range of rows (a shard
-# of ``sharding.py``) can be drawn alone and is the same as in the whole factor.
+# of the ``distributed`` package) can be drawn alone and is the same as in the whole factor.
 START_CHUNK_ROWS = 1 << 20
 _CHUNK_SEED_STRIDE = 0x9E3779B1  # chunk c is drawn from seed + c times this, modulo 2^32 (chunk 0: the seed itself)
 

@@ -7,10 +7,10 @@
                 X_k PSD (k = 1..K),  x >= 0
 
 with every symmetric matrix kept as the coordinates of its lower triangle (row >= col), so storage is
-O(nnz) and never O(n^2); a C_k or A_ik may add low-rank terms U diag(d) U' (``lowrank.py``), kept as
+O(nnz) and never O(n^2); a C_k or A_ik may add low-rank terms U diag(d) U' (``problem/lowrank.py``), kept as
 factors. It validates its input once, on construction, and raises ``ValueError`` naming the block or
 constraint at fault. It knows nothing about devices or algorithms: the solver
-compresses it into device operators (``layout.py``).
+compresses it into device operators (``operators/compressed.py``).
 """
 from __future__ import annotations
 

@@ -5,20 +5,16 @@ small blocks are held together, ``memory.interior_point_groups``), the dense wor
 Cholesky factorisation and an eigenvalue problem), the Schur complement's assembly (its route's work entries,
 ``memory.interior_point_routes``) and its factorisation (m^3); they number 10 to 30. The low-rank phases' steps cost
 a fixed overhead plus work in n r; easy problems (MaxCut) need a few hundred, hard ones (truss, control, theta)
-thousands. The constants were fitted on the 2-core CPU VM (SDPLIB truss1-8, control1-3, hinf1-5, qap5-7, theta1-2,
-mcp124-1 to mcp500-1, gpp124-1, arch0; ``benchmarks/routes.py`` prints the estimates beside the measured times): the
-low-rank ones on 2026-11-23, the interior-point ones again on 2026-11-24 after blocks were grouped (seconds per
-iteration fitted by relative least squares, within 0.7-1.2x of the measured on each problem but hinf5, where the
-method stalls). On the GPU the low-rank step is launch-bound: 0.6-0.9 ms on the H100 for MaxCut up to n = 3e4
-(``benchmarks/devices.py``, ``benchmarks/results/devices``); the interior-point method runs on the host below block
-order 64 (``interior_point.DEVICE_MIN_ORDER``), and above it the CPU fit stands in, unmeasured on the GPU.
+thousands. The constants are fitted, by relative least squares, to measured solve times of small SDPLIB problems on
+a small CPU (``benchmarks/studies/routes.py`` prints the estimates beside the measured times). On the GPU the
+low-rank step is launch-bound, so its cost is one constant; the interior-point method runs on the host below block
+order ``DEVICE_MIN_ORDER`` (``phases/interior_point.py``), and above it the CPU fit stands in, not fitted on the
+GPU. What was measured: decision record "route-cost-model".
 
 ``device="auto"`` compares one low-rank step on each device (:class:`DeviceCosts`): the same step count is
 expected on both, so the cheaper step wins. The CPU that matters there is a GPU machine's host, many cores with a
-fast BLAS, so its constants are fitted apart from the 2-core VM's: the H100 machine's 16-core host took 0.25 ms
-plus 2e-8 s per n r (MaxCut of n = 1e3 to 3e4, devices.py, 2026-11-23), which passes the GPU's 0.6 ms at
-n r ~ 2e4 (MaxCut with n ~ 1000): whole solves agreed (mcp500-1 0.68 s on the CPU, 1.12 s on the GPU; MaxCut
-n = 1000 0.59 s and 0.84 s; n = 3000 6.1 s and 2.5 s).
+fast BLAS, so its constants are fitted apart from the small CPU's (``benchmarks/studies/devices.py``; decision records
+"route-cost-model" and "device-auto").
 """
 from __future__ import annotations
 
@@ -37,7 +33,7 @@ LOW_RANK_STEPS = 300  # what an easy problem (MaxCut) needs; hard ones need thou
 # an interior-point method expected to take no longer than this starts first whatever the other estimate: the
 # low-rank phases' step count is unknown in advance and ranges from 200 to 5000 on such problems
 IPM_CHEAP_SECONDS = 0.1
-GPU_STEP_SECONDS = 6.0e-4  # one low-rank step on the H100, launch-bound
+GPU_STEP_SECONDS = 6.0e-4  # one low-rank step on the GPU, launch-bound (decision record "route-cost-model")
 LOW_RANK_STEP_SECONDS = {False: 2.5e-4, True: GPU_STEP_SECONDS}  # fixed cost of one step on the CPU / the GPU
 LOW_RANK_SECONDS_PER_ROW_RANK = 2.8e-7  # per n r and step (CPU)
 GPU_HOST_STEP_SECONDS, GPU_HOST_SECONDS_PER_ROW_RANK = 2.5e-4, 2.0e-8  # one step on a GPU machine's CPU
