@@ -35,10 +35,18 @@ from cvxpy_culorads.operators.compressed import (
 )
 from cvxpy_culorads.phases.state import initial_rows, widen_factor
 
-__all__ = ["SHARDED_PROBLEMS_MESSAGE", "ShardedSpheresOperator", "ShardedBlockOperator", "position_owner"]
+__all__ = ["SHARDED_PROBLEMS_MESSAGE", "check_splittable", "ShardedSpheresOperator", "ShardedBlockOperator",
+           "position_owner"]
 
 SHARDED_PROBLEMS_MESSAGE = ("devices > 1 solves, for now, problems of one PSD block without nonnegative variables "
                             "or low-rank terms (MaxCut, matrix completion, diag(X) == d)")
+
+
+def check_splittable(problem, layout) -> None:
+    """A ValueError (``SHARDED_PROBLEMS_MESSAGE``) unless the split operators take ``problem``: one PSD block, no
+    nonnegative variables, no low-rank terms."""
+    if len(layout.sizes) != 1 or layout.n_lp or problem.A_low_rank[0].size or problem.C_low_rank[0] is not None:
+        raise ValueError(SHARDED_PROBLEMS_MESSAGE)
 
 
 class _ShardedOperator:
@@ -117,8 +125,7 @@ class ShardedSpheresOperator(_ShardedOperator):
     :class:`ShardedMatrix` for the eigensolver, the start and the widening of the factor shard by shard."""
 
     def __init__(self, problem, backend: ShardedBackend, rescale: bool, layout, halo_precision: str = "double"):
-        if len(layout.sizes) != 1 or layout.n_lp or problem.A_low_rank[0].size or problem.C_low_rank[0] is not None:
-            raise ValueError(SHARDED_PROBLEMS_MESSAGE)
+        check_splittable(problem, layout)
         n, coeff = layout.n_rows, problem.A_coords[0]
         # one diagonal entry per constraint (the constraints are sorted: then they increase), each row once
         if not (coeff.row.size == n == problem.m and strictly_increasing(coeff.con)
@@ -235,8 +242,7 @@ class ShardedBlockOperator(_ShardedOperator):
     product is y at the constraints each shard touches, the samples' partial sums, and halo rows."""
 
     def __init__(self, problem, backend: ShardedBackend, rescale: bool, layout, halo_precision: str = "double"):
-        if len(layout.sizes) != 1 or layout.n_lp or problem.A_low_rank[0].size or problem.C_low_rank[0] is not None:
-            raise ValueError(SHARDED_PROBLEMS_MESSAGE)
+        check_splittable(problem, layout)
         n, coeff, xp = layout.n_rows, problem.A_coords[0], backend.xp
         (c_rows, c_cols, _), m = problem.C_coords[0], problem.m
         # rows balanced by their entries of C and of A's coordinates (both are a shard's work per product)

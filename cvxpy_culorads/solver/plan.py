@@ -16,7 +16,7 @@ import numpy as np
 from cvxpy_culorads.backends.backend import requested_device
 from cvxpy_culorads.backends.memory import DENSE_LIMIT
 from cvxpy_culorads.certify.bounds import FixedDiagonals, FixedTrace
-from cvxpy_culorads.distributed import SHARDED_PROBLEMS_MESSAGE
+from cvxpy_culorads.distributed.operators import check_splittable
 from cvxpy_culorads.operators.compressed import BlockLayout
 from cvxpy_culorads.phases.riemannian import Spheres
 from cvxpy_culorads.phases.state import RANK_FACTOR, SPHERES_RANK_FACTOR, block_ranks
@@ -64,9 +64,8 @@ def plan(problem, settings: Settings) -> Plan:
     layout = BlockLayout.of(problem)
     fixed = FixedDiagonals.of(problem, layout.offsets, np)
     split = settings.device_count > 1
-    if split and (len(layout.sizes) != 1 or layout.n_lp or problem.A_low_rank[0].size
-                  or problem.C_low_rank[0] is not None):
-        raise ValueError(SHARDED_PROBLEMS_MESSAGE)
+    if split:
+        check_splittable(problem, layout)
     if split and layout.n_rows <= DENSE_LIMIT:
         raise ValueError(f"devices > 1 splits blocks of order above {DENSE_LIMIT} (the eigenvalue problems of "
                          f"smaller ones are dense, on one device); this one has order {layout.n_rows}: solve it on one")
