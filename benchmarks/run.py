@@ -87,7 +87,7 @@ def main(argv=None) -> int:
     profiles = args.profiles.split(",")
     peers = [p for p in args.compare.split(",") if p]
     print(f"{args.suite} on {backend.describe()}, profiles {profiles}, tol {args.tol:g}", flush=True)
-    if backend.is_gpu:
+    if not backend.on_host:
         warm_up(backend)
     rows = []
     for instance in suites.instances(args.suite, args.sizes, backend.name):

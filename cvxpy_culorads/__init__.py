@@ -17,8 +17,6 @@ second of start-up. So registration waits for CVXPY's import (see :mod:`cvxpy_cu
 ``CULORADS`` and ``register`` are imported on first access, and no fallback for an absent CVXPY is needed:
 without it, nothing here ever asks for it.
 """
-from importlib import metadata as _metadata
-
 from cvxpy_culorads.backends.backend import available_devices, gpu_available
 from cvxpy_culorads.cvxpy.hook import register_when_cvxpy_is_imported
 from cvxpy_culorads.problem.io import read_sdpa, write_sdpa
@@ -27,11 +25,9 @@ from cvxpy_culorads.problem.sdp import BlockCoefficients, SDPProblem
 from cvxpy_culorads.result import Errors, Result, Status
 from cvxpy_culorads.settings import Settings
 from cvxpy_culorads.solver.driver import solve
+from cvxpy_culorads.solver.log import VERSION
 
-try:  # the version is written once, in pyproject.toml
-    __version__ = _metadata.version("cvxpy_culorads")
-except _metadata.PackageNotFoundError:  # a source tree on sys.path that pip has not installed
-    __version__ = "0+unknown"
+__version__ = VERSION
 
 _CVXPY_NAMES = ("CULORADS", "register")  # from cvxpy_interface, which imports CVXPY
 

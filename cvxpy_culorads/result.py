@@ -14,7 +14,7 @@ import numpy as np
 
 from cvxpy_culorads.certify.measures import worst
 
-__all__ = ["Status", "Errors", "Result"]
+__all__ = ["Status", "Errors", "Certificate", "Result"]
 
 
 class Status(enum.Enum):
@@ -28,6 +28,12 @@ class Status(enum.Enum):
     STALLED = "stalled"
     """The method stopped (stagnation or its own budgets) with a criterion above ``reduced_tol``: the best point
     is returned, but it is not an answer (CVXPY reports ``solver_error`` unless ``accept_unknown=True``)."""
+    INFEASIBLE = "infeasible"
+    """No feasible point exists: ``Result.certificate`` is a Farkas ray y that passed the independent check of
+    ``certify/rays.py`` (b'y = 1, -A*(y) PSD and -A_lp'y >= 0 within ``tol``)."""
+    UNBOUNDED = "unbounded"
+    """The objective is unbounded below: ``Result.certificate`` is a primal ray D that passed the independent check
+    of ``certify/rays.py`` (D PSD, A(D) = 0 within ``tol``, <C, D> < 0)."""
     INFEASIBLE_INACCURATE = "infeasible_inaccurate"
     """The multipliers ran away along an approximate Farkas ray: no feasible point exists, or only ones far larger
     than any the method reached (``Result.message`` says which)."""
@@ -70,6 +76,27 @@ class Errors:
 
     def as_dict(self) -> dict[str, float]:
         return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True)
+class Certificate:
+    """A ray that proves a problem infeasible or unbounded, checked on the problem's data (``certify/rays.py``).
+
+    - ``kind``: ``"infeasible"`` for a Farkas ray, ``"unbounded"`` for a primal ray.
+    - ``multipliers``: the Farkas ray y (one entry per constraint, scaled to b'y = 1; empty for a primal ray): for
+      every X PSD and x >= 0, b'y = 1 while <A*(y), X> + (A_lp'y)'x <= ``violation`` (tr X + sum x).
+    - ``factors``, ``x_lp``: the primal ray D_k = R_k R_k' and its nonnegative part (empty for a Farkas ray), scaled
+      to sum_k tr D_k + sum x = 1: ||A(D) + A_lp x||_inf <= ``violation`` and ``objective`` = <C, D> + c_lp'x < 0.
+    - ``violation``: how far the ray is from exact, in the units the check compares with ``tol``.
+    - ``objective``: <C, D> + c_lp'x of a primal ray (0 for a Farkas ray).
+    """
+
+    kind: str
+    multipliers: np.ndarray
+    factors: tuple[np.ndarray, ...]
+    x_lp: np.ndarray
+    violation: float
+    objective: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -120,8 +147,12 @@ class Result:
       cost of each (``solver/costs.py``), or why only the low-rank phases could run.
     - ``plan``: the plan's decisions, one sentence each (which low-rank phases and why, how the rows were split,
       whether the start was narrowed to fit in device memory; ``solver/plan.py``).
+    - ``certificate``: for INFEASIBLE and UNBOUNDED, the checked ray (:class:`Certificate`); None otherwise.
     - ``log``: the iteration log (``state.Progress`` rows), kept only with ``Settings.keep_log`` (a long solve
       makes millions of rows).
+    - ``penalty``, ``objective_scale``: where the low-rank phases ended: the augmented Lagrangian's penalty rho (for
+      the constraints as given) and the scale of the objective that re-optimisation reached; a warm start from this
+      result (``solve(..., warm_start=result)``) goes on from them.
     """
 
     status: Status
@@ -145,7 +176,10 @@ class Result:
     message: str = ""
     route: str = ""
     plan: tuple[str, ...] = ()
+    certificate: Certificate | None = None
     log: tuple = field(default=(), repr=False)
+    penalty: float | None = None
+    objective_scale: float = 1.0
 
     @property
     def max_error(self) -> float:

@@ -266,6 +266,11 @@ class Settings(_Validated):
                                 "initial rank of every PSD block; None: lorads.rank_factor ln n, narrowed to what fits "
                                 "in device memory")
     seed: int = _setting(925, _integer(0, 2**32 - 1), "random seed of the starting point")
+    threads: int | None = _setting(
+        None, _integer(1, optional=True),
+        "host BLAS threads of the dense stages (interior-point method, dense eigenvalue problems); None: chosen per "
+        "stage from the work's size, the cores the process may use and the cores other processes keep busy (the "
+        "low-rank phases always take one)")
     verbose: bool = _setting(False, _FLAG, "print the iteration log to stderr")
     log_every: float = _setting(0.5, _real(0.0, low_included=True), "seconds between log lines")
     keep_log: bool = _setting(False, _FLAG, "keep the iteration log in Result.log (one row per inner iteration)")
@@ -300,6 +305,13 @@ class Settings(_Validated):
     def names(cls) -> tuple[str, ...]:
         """Every option's name, the groups' fields included (the names :meth:`from_options` takes)."""
         return tuple(name for name, _, _ in _leaves())
+
+    def changed(self) -> dict:
+        """The options (by name, any group's) whose values differ from the defaults."""
+        defaults = Settings()
+        return {name: getattr(getattr(self, group) if group else self, name) for name, group, _ in _leaves()
+                if getattr(getattr(self, group) if group else self, name)
+                != getattr(getattr(defaults, group) if group else defaults, name)}
 
     @classmethod
     def from_options(cls, settings: Settings | None = None, **options) -> Settings:

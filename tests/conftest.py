@@ -14,7 +14,7 @@ def stand_in(monkeypatch):
 
     calls = []
 
-    def solve(problem, settings):
+    def solve(problem, settings, warm_start=None):  # Clarabel has no use for the warm start
         calls.append(settings)
         return clarabel_engine(problem, settings)
 

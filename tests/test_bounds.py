@@ -8,7 +8,13 @@ import cvxpy_culorads as cl
 from cvxpy_culorads import SDPProblem, Settings, Status
 from cvxpy_culorads.certify.bounds import FixedDiagonals, TraceBounds
 from cvxpy_culorads.certify.certificates import DENSE_LIMIT
-from cvxpy_culorads.models import completion_problem, maxcut_problem, random_low_rank_instance
+from cvxpy_culorads.models import (
+    bundled_graph,
+    completion_problem,
+    maxcut_problem,
+    random_low_rank_instance,
+    read_graph,
+)
 
 from support import DEVICES, data_file, random_maxcut, random_mixed_problem, sdplib_optimum
 
@@ -126,6 +132,20 @@ def test_dimacs_criterion_is_the_papers_three_errors():
     assert set(result.criteria) == {"primal_infeasibility", "dual_infeasibility", "gap"}
     assert all(result.criteria[name] == getattr(result.errors, name) for name in result.criteria)
     assert result.dual_bound is not None  # reported whatever the criterion
+
+
+def test_dimacs_optimal_says_when_the_certified_gap_exceeds_tol():
+    # the paper's rule stops Gset G1 with a certified gap of about 2e-5 (issue 49): OPTIMAL by its rule, and the
+    # message says that the bound does not prove it
+    gaps = []
+    for problem in (maxcut_problem(read_graph(bundled_graph("G1"))), random_maxcut(80, 0.2, seed=3)[0]):
+        result = cl.solve(problem, device="cpu", criterion="dimacs")
+        assert result.status is Status.OPTIMAL, result.summary()
+        gap = result.certified_gap
+        assert ("the certified gap" in result.message and "exceeds tol" in result.message) == (gap > 1e-5), \
+            result.message
+        gaps.append(gap)
+    assert max(gaps) > 1e-5
 
 
 def test_a_point_without_a_bound_is_judged_on_the_slack():

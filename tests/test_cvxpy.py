@@ -134,7 +134,7 @@ def test_unknown_option_is_named(stand_in):
                                                   (Status.TIME_LIMIT, cp.USER_LIMIT),
                                                   (Status.ITERATION_LIMIT, cp.USER_LIMIT)])
 def test_stopped_solves_keep_their_point(monkeypatch, status, cvxpy_status):
-    monkeypatch.setattr(driver, "solve", lambda problem, settings: dataclasses.replace(
+    monkeypatch.setattr(driver, "solve", lambda problem, settings, warm_start=None: dataclasses.replace(
         clarabel_engine(problem, settings), status=status))
     case = maxcut(n=6)
     with pytest.warns(UserWarning):
@@ -143,7 +143,7 @@ def test_stopped_solves_keep_their_point(monkeypatch, status, cvxpy_status):
 
 
 def test_numerical_error_raises(monkeypatch):
-    monkeypatch.setattr(driver, "solve", lambda problem, settings: dataclasses.replace(
+    monkeypatch.setattr(driver, "solve", lambda problem, settings, warm_start=None: dataclasses.replace(
         clarabel_engine(problem, settings), status=Status.NUMERICAL_ERROR))
     with pytest.raises(SolverError, match="CULORADS"):
         maxcut(n=6).problem.solve(solver="CULORADS")
@@ -159,15 +159,9 @@ def integer_variable() -> cp.Problem:
     return cp.Problem(cp.Minimize(cp.sum(x)), [x >= 0.5])
 
 
-def quadratic_objective() -> cp.Problem:
-    x = cp.Variable(3)
-    return cp.Problem(cp.Minimize(cp.sum_squares(x - 1)), [cp.sum(x) == 1])
-
-
 @pytest.mark.parametrize("make, part, advice", [
     (exponential_cone, "exponential cones", "use Clarabel or SCS"),
     (integer_variable, "integer or boolean variables", "use a mixed-integer solver"),
-    (quadratic_objective, "a quadratic objective", "use Clarabel or SCS"),
 ])
 def test_unsupported_problems_are_refused_before_solving(stand_in, make, part, advice):
     with pytest.raises(SolverError, match=f"CULORADS cannot solve this problem: it has {part}.*{advice}"):
@@ -178,6 +172,26 @@ def test_unsupported_problems_are_refused_before_solving(stand_in, make, part, a
 
 
 # ------------------------------------------------------------------------ (b) with the engine
+def quadratic_objectives() -> list[cp.Problem]:
+    """sum_squares, quad_form and matrix_frac objectives: CVXPY rewrites them into cones the engine has."""
+    x = cp.Variable(3)
+    P = np.array([[2.0, 0.5, 0.0], [0.5, 1.0, 0.2], [0.0, 0.2, 1.5]])
+    return [cp.Problem(cp.Minimize(cp.sum_squares(x - 1)), [cp.sum(x) == 1]),
+            cp.Problem(cp.Minimize(cp.quad_form(x, P) + x[0]), [x >= -1]),
+            cp.Problem(cp.Minimize(cp.matrix_frac(x, P)), [cp.sum(x) == 2])]
+
+
+@pytest.mark.parametrize("index", range(3), ids=["sum_squares", "quad_form", "matrix_frac"])
+@pytest.mark.parametrize("entry", [{"solver": "CULORADS"}, {"method": "culorads"}], ids=["solver", "method"])
+def test_quadratic_objectives_match_clarabel(index, entry):
+    reference = quadratic_objectives()[index]
+    reference.solve(solver="CLARABEL")
+    problem = quadratic_objectives()[index]
+    problem.solve(**entry)
+    assert problem.status == cp.OPTIMAL
+    assert problem.value == pytest.approx(reference.value, rel=1e-4, abs=1e-5)
+
+
 @pytest.mark.parametrize("check", CVXPY_SDP_TESTS, ids=lambda check: check.__name__)
 def test_cvxpy_standard_sdps(check):
     check("CULORADS")

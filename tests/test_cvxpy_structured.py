@@ -212,7 +212,7 @@ def test_large_values_are_left_unset_with_a_warning():
 @pytest.mark.parametrize("status, cvxpy_status", [(Status.INFEASIBLE_INACCURATE, cp.INFEASIBLE_INACCURATE),
                                                   (Status.TIME_LIMIT, cp.USER_LIMIT)])
 def test_statuses_are_cvxpys(monkeypatch, status, cvxpy_status):
-    def engine(problem, settings):
+    def engine(problem, settings, warm_start=None):
         n = problem.block_sizes[0]
         return Result(status=status, primal_objective=-1.0, dual_objective=-1.0, errors=None, criteria={},
                       dual_bound=None, certified_gap=None, factors=[np.eye(n)], x_lp=np.zeros(problem.n_lp),
@@ -226,7 +226,7 @@ def test_statuses_are_cvxpys(monkeypatch, status, cvxpy_status):
 
 
 def test_a_failed_engine_raises_as_on_the_chain(monkeypatch):
-    def engine(problem, settings):
+    def engine(problem, settings, warm_start=None):
         return Result(status=Status.NUMERICAL_ERROR, primal_objective=np.nan, dual_objective=np.nan, errors=None,
                       criteria={}, dual_bound=None, certified_gap=None, factors=[np.eye(problem.block_sizes[0])],
                       x_lp=np.zeros(0), dual=np.zeros(problem.m), iterations={}, ranks=[1], solve_time=0.0,

@@ -7,7 +7,7 @@ import pytest
 import scipy.linalg
 
 from cvxpy_culorads import SDPProblem, Status, read_sdpa, solve
-from cvxpy_culorads.backends.backend import Backend, select_backend
+from cvxpy_culorads.backends.backend import CpuBackend, select_backend
 from cvxpy_culorads.backends.memory import (
     INTERIOR_POINT_GROUP_ORDER,
     INTERIOR_POINT_MAX_CONSTRAINTS,
@@ -17,6 +17,7 @@ from cvxpy_culorads.backends.memory import (
 )
 from cvxpy_culorads.phases.interior_point import DEVICE_MIN_ORDER, _Block
 from cvxpy_culorads.solver.run import INTERIOR_POINT_MEMORY_MESSAGE
+from cvxpy_culorads.solver.tuning import Tuning
 
 from support import (
     DEVICES,
@@ -144,12 +145,12 @@ def test_only_small_problems_fit():
     assert interior_point_fits(random_mixed_problem(0))
 
 
-def test_it_is_skipped_without_device_memory_for_it(monkeypatch, capsys):
+def test_it_is_skipped_without_device_memory_for_it(monkeypatch, caplog):
     free = iter([math.inf])  # room for the low-rank phases' set-up, none for the dense work arrays
-    monkeypatch.setattr(Backend, "free_memory", lambda self: next(free, 0))
+    monkeypatch.setattr(CpuBackend, "free_memory", lambda self: next(free, 0))
     result = solve(random_mixed_problem(2), device="cpu", interior_point_patience=1, max_iter=200, verbose=True)
     assert result.iterations["interior_point"] == 0
-    assert INTERIOR_POINT_MEMORY_MESSAGE in capsys.readouterr().err
+    assert INTERIOR_POINT_MEMORY_MESSAGE in caplog.text  # the log: logging's records, which pytest captures
 
 
 def _maxcut_of_order(n: int):
@@ -170,20 +171,19 @@ def test_the_cheaper_route_starts():
     assert too_large.route == "low-rank phases only: interior_point_handover=False"
 
 
-def test_an_interior_point_start_that_misses_tol_hands_over_to_the_low_rank_phases(monkeypatch):
-    monkeypatch.setattr("cvxpy_culorads.phases.interior_point.MAX_ITERATIONS", 2)  # it cannot converge in two
+def test_an_interior_point_start_that_misses_tol_hands_over_to_the_low_rank_phases():
     problem = random_mixed_problem(2)
-    result = solve(problem, device="cpu")
+    result = solve(problem, device="cpu", tuning=Tuning(interior_point_max_iterations=2))  # it cannot converge in two
     assert result.route.startswith("interior-point method first")
     assert result.iterations["interior_point"] == 2 and result.iterations["alm"] > 0
     assert result.status is Status.OPTIMAL
     assert result.primal_objective == pytest.approx(clarabel_value(problem), rel=1e-4, abs=1e-6)
 
 
-def test_low_rank_phases_hand_over_once_they_used_the_interior_point_estimate(monkeypatch):
-    monkeypatch.setattr("cvxpy_culorads.solver.costs.HANDOVER_FACTOR", 0.0)  # their share is used after one step
+def test_low_rank_phases_hand_over_once_they_used_the_interior_point_estimate():
     problem = _maxcut_of_order(400)
-    result = solve(problem, device="cpu", algorithm="alm_admm")
+    # their share is used after one step
+    result = solve(problem, device="cpu", algorithm="alm_admm", tuning=Tuning(handover_factor=0.0))
     assert result.route.startswith("low-rank phases first")
     assert result.iterations["alm"] == 1 and result.iterations["interior_point"] > 0
     assert result.status is Status.OPTIMAL

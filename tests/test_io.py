@@ -3,14 +3,17 @@ damaged or undecodable files (for every reader, graphs included) and (when ``../
 SDPLIB files against their README table."""
 import gc
 import gzip
+import io
 import lzma
 import sys
+import tracemalloc
 from pathlib import Path
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
 
+from cvxpy_culorads.hostmemory import available_bytes
 from cvxpy_culorads.models import read_graph
 from cvxpy_culorads.problem.io import file_stem, read_sdpa, write_sdpa
 from cvxpy_culorads.problem.sdp import SDPProblem
@@ -163,6 +166,90 @@ def test_infeasible_constraint_names_the_file(tmp_path):
     path = write(tmp_path / "empty_row.dat-s", "2\n1\n2\n1 1\n1 1 1 1 1.0\n")
     with pytest.raises(ValueError, match=r"empty_row.dat-s: constraint 1 has no coefficients"):
         read_sdpa(path)
+
+
+GiB = 2**30
+# Issue 49's files on its 24 GB machine: sizes far beyond memory declared in a few lines. The c vector and the
+# entries follow, so only the declared sizes can say the file cannot be solved.
+HUGE_FILES = {
+    "LP block of 3e9 variables": ("1\n1\n-3000000000\n1\n0 1 1 1 1\n1 1 1 1 1\n",
+                                  "3000000000 nonnegative variables"),
+    "PSD block of order 1e9": ("1\n1\n1000000000\n1\n0 1 1 1 1\n1 1 1 1 1\n",
+                               "PSD blocks of total order 1000000000"),
+    "m = 1e12 without its c vector": ("1000000000000\n1\n2\n", "m = 1000000000000"),
+}
+
+
+@pytest.mark.parametrize("name", HUGE_FILES)
+def test_sizes_declared_beyond_memory_are_refused_before_allocating(tmp_path, monkeypatch, name):
+    text, words = HUGE_FILES[name]
+    monkeypatch.setattr("cvxpy_culorads.problem.io.available_bytes", lambda: 24 * GiB)
+    path = write(tmp_path / "huge.dat-s", text)
+    tracemalloc.start()
+    try:
+        with pytest.raises(ValueError) as info:
+            read_sdpa(path)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    message = str(info.value)
+    assert message.startswith(f"{path}:3: the declared sizes ("), message  # the line of the block sizes
+    assert words in message and "GiB of memory to solve, but 24 GiB are available" in message
+    need = float(message.split("need at least ")[1].split(" GiB")[0])
+    assert need > 24  # the estimate named is the one that was refused
+    assert peak < 2**20  # refused before anything was allocated
+
+
+def test_the_memory_check_sits_at_the_least_a_solve_needs(tmp_path, monkeypatch):
+    # Order 10**5 and m = 10: four float64 vectors per row and three per constraint, 3,200,240 bytes.
+    path = write(tmp_path / "wide.dat-s", "10\n1\n100000\n" + "1 " * 10 + "\n"
+                 + "".join(f"{k} 1 {k} {k} 1.0\n" for k in range(1, 11)))
+    monkeypatch.setattr("cvxpy_culorads.problem.io.available_bytes", lambda: 3_200_239)
+    with pytest.raises(ValueError, match="need at least 0.00298 GiB"):
+        read_sdpa(path)
+    monkeypatch.setattr("cvxpy_culorads.problem.io.available_bytes", lambda: 3_200_240)
+    assert read_sdpa(path).block_sizes == (100000,)
+    monkeypatch.setattr("cvxpy_culorads.problem.io.available_bytes", lambda: None)  # unknown: nothing is refused
+    assert read_sdpa(path).m == 10
+
+
+def test_sizes_beyond_any_memory_are_refused_with_the_hosts_own_figure(tmp_path):
+    if available_bytes() is None:
+        pytest.skip("this host reports no memory figure")
+    path = write(tmp_path / "huge.dat-s", "1\n1\n-1000000000000000000\n1\n0 1 1 1 1\n1 1 1 1 1\n")
+    with pytest.raises(ValueError, match=r"huge.dat-s:3: .* GiB of memory to solve, but [0-9.e+]+ GiB are available"):
+        read_sdpa(path)
+
+
+@pytest.mark.parametrize("compress", [None, gzip.compress, lzma.compress])
+def test_streams_are_read_from_their_start_and_decompressed_by_their_magic_bytes(tmp_path, compress):
+    data = MIXED.encode() if compress is None else compress(MIXED.encode())
+    stream = io.BytesIO(b"skipped" + data)
+    stream.seek(len(b"skipped"))
+    with pytest.raises(ValueError):  # read from the beginning, not from where the stream stands
+        read_sdpa(stream)
+    stream = io.BytesIO(data)
+    stream.read(3)
+    p = read_sdpa(stream)
+    assert_same_problem(p, read_sdpa(write(tmp_path / "mixed.dat-s", MIXED)))
+    assert p.name == "<stream>" and not stream.closed
+
+
+class Pipe(io.BytesIO):
+    """A stream that cannot seek, as standard input is when it is a pipe."""
+
+    name = "<stdin>"
+
+    def seekable(self):
+        return False
+
+
+def test_a_stream_that_cannot_seek_is_read_once_and_named_in_errors():
+    assert read_sdpa(Pipe(gzip.compress(MIXED.encode()))).name == "<stdin>"
+    with pytest.raises(ValueError, match=r"^<stdin>:6: entry \(3, 1\) lies outside block 1 of size 2$"):
+        read_sdpa(Pipe(f"{HEADER}1 1 1 1 1.0\n1 1 3 1 1.0\n".encode()))
+    with pytest.raises(ValueError, match=r"^<stdin>: cannot decode the file"):
+        read_sdpa(Pipe(gzip.compress(MIXED.encode())[:-12]))
 
 
 # One small valid file per reader: SDPA and the four graph formats (a triangle).

@@ -90,12 +90,13 @@ def _dense_bound(problem: SDPProblem, result) -> float:
     return float(problem.b @ y) + trace * min(0.0, np.linalg.eigvalsh(slack)[0]) if n else 0.0
 
 
-def _operators(problem, k: int, device: str, backend=None):
-    """The one-device operator and the split one (on ``backend``, else k shards simulated on ``device``)."""
+def _operators(problem, k: int, device: str, split_over=simulated_backend):
+    """The one-device operator and the split one, on the backend ``split_over(device, k, bounds)`` makes (by default
+    k shards simulated on ``device``) at the bounds the operator chooses."""
     layout = BlockLayout.of(problem)
     single = CompressedOperator(problem, select_backend(device), rescale=True, layout=layout)
-    sharded = ShardedSpheresOperator(problem, backend or simulated_backend(device, k), True, layout)
-    return single, sharded
+    backend = split_over(device, k, ShardedSpheresOperator.bounds(problem, layout, k))
+    return single, ShardedSpheresOperator(problem, backend, True, layout)
 
 
 def test_balanced_bounds_split_the_weight_evenly():
@@ -171,14 +172,16 @@ def test_block_operator_matches_one_device(k, kind, device):
     problem = {"completion": lambda: _completion(600, 12000, seed=1),
                "trace and edges": lambda: _trace_and_edges(1300, seed=2),
                "diagonal": lambda: _weighted_diagonals(1100, seed=3)}[kind]()
-    _check_block_operator_matches(problem, simulated_backend(device, k), device)
+    _check_block_operator_matches(problem, k, device)
 
 
-def _check_block_operator_matches(problem, backend, device):
-    """:func:`_check_operator_matches` for the block operator, and its sampling of two factors, its line search's
-    samples, the gradient's product and A*(y) as a matrix."""
+def _check_block_operator_matches(problem, k, device, split_over=simulated_backend):
+    """:func:`_check_operator_matches` for the block operator (on the backend ``split_over(device, k, bounds)`` makes
+    at the bounds the operator chooses), and its sampling of two factors, its line search's samples, the gradient's
+    product and A*(y) as a matrix."""
     layout = BlockLayout.of(problem)
     single = CompressedOperator(problem, select_backend(device), rescale=True, layout=layout)
+    backend = split_over(device, k, ShardedBlockOperator.bounds(problem, layout, k))
     sharded = ShardedBlockOperator(problem, backend, True, layout)
     assert sharded.row_scale == pytest.approx(single.row_scale, rel=1e-15)
     if problem.name == "completion":  # bipartite: every position lies between two shards, and both sample
@@ -206,9 +209,8 @@ def _check_block_operator_matches(problem, backend, device):
 
 @pytest.mark.parametrize("k", [2, 3])
 def test_phase_one_kernels_on_split_rows_are_the_whole_arrays_kernels(k, device):
-    shards = simulated_backend(device, k)
-    shards.partition(np.array([0, 40, 90, 130]) if k == 3 else np.array([0, 55, 130]))
-    kernels, xp = shards.kernel_set, shards.xp
+    shards = simulated_backend(device, k, np.array([0, 40, 90, 130]) if k == 3 else np.array([0, 55, 130]))
+    kernels, xp = shards.kernels(), shards.xp
     rng = np.random.default_rng(k)
     R, D, CD = (rng.standard_normal((130, 3)) for _ in range(3))
     AW, Avals, b, lam = rng.standard_normal((20, 2)), *rng.standard_normal((3, 20))
@@ -230,8 +232,7 @@ def test_phase_one_kernels_on_split_rows_are_the_whole_arrays_kernels(k, device)
 @pytest.mark.parametrize("k", [2, 3])
 def test_conjugate_gradients_on_split_rows_are_the_whole_arrays_ones(k, device):
     # phase II's solves: (I + diag(w)) X = B on split rows, as on the whole arrays
-    shards = simulated_backend(device, k)
-    shards.partition(balanced_bounds(np.ones(300), k))
+    shards = simulated_backend(device, k, balanced_bounds(np.ones(300), k))
     rng = np.random.default_rng(0)
     w, B = rng.uniform(0.0, 5.0, (300, 1)), rng.standard_normal((300, 2))
     whole = select_backend(device)
@@ -309,7 +310,7 @@ def test_split_phases_one_and_two_solve_maxcut_like_the_riemannian_phase(device)
 def test_rounded_products_round_only_the_rows_from_other_shards(k, graph, device):
     problem = _weighted_diagonals(1100, seed=3, graph=graph)
     layout = BlockLayout.of(problem)
-    backend = simulated_backend(device, k)
+    backend = simulated_backend(device, k, ShardedSpheresOperator.bounds(problem, layout, k))
     sharded = ShardedSpheresOperator(problem, backend, True, layout, halo_precision="single")
     C = problem.objective_matrix(0)
     V = np.random.default_rng(1).standard_normal((1100, 5))
@@ -617,15 +618,21 @@ def test_devices_setting_is_checked():
         Settings.from_options(shard_order="metis")
     assert Settings(devices=[1, 0]).devices == (1, 0) and Settings(devices=[1, 0]).device_count == 2
     assert Settings(devices=2, algorithm="alm_admm").device_count == 2  # phases I and II on split rows
-    with pytest.raises(ValueError, match="one PSD block"):
-        solve(random_mixed_problem(0), device="cpu", devices=2)
+
+
+def test_devices_solve_what_the_split_does_not_take_on_one_device_and_say_why():
     two_blocks = SDPProblem(np.ones(4), [sp.eye(2), sp.eye(2)],
                             [(np.arange(2), np.arange(2), np.arange(2), np.ones(2)),
                              (np.arange(2, 4), np.arange(2), np.arange(2), np.ones(2))])
-    with pytest.raises(ValueError, match="one PSD block"):
-        solve(two_blocks, device="cpu", devices=2)
-    with pytest.raises(ValueError, match="order above 1000"):
-        solve(maxcut_problem(_graph(500, 4, seed=0)), device="cpu", devices=2)
+    for problem, why in [(random_mixed_problem(0), "one PSD block"), (two_blocks, "one PSD block"),
+                         (maxcut_problem(_graph(500, 4, seed=0)), "order up to 1000")]:
+        for devices in (2, [1, 0]):
+            result = solve(problem, device="cpu", devices=devices)
+            assert why in result.device and "shards" not in result.device
+            assert any(why in reason for reason in result.plan)
+            alone = solve(problem, device="cpu")
+            assert result.status is alone.status is Status.OPTIMAL
+            assert result.primal_objective == pytest.approx(alone.primal_objective, rel=1e-9)
 
 
 def test_one_device_named_is_the_single_device_path():
@@ -641,16 +648,22 @@ def _two_gpus() -> bool:
     return cupy.cuda.runtime.getDeviceCount() >= 2
 
 
+def _two_gpus_at(device: str, k: int, bounds):
+    """GPUs 0 and 1, split at ``bounds`` (``_operators``' ``split_over``)."""
+    return sharded_backend(device, (0, 1), bounds)
+
+
 @pytest.mark.skipif(not _two_gpus(), reason="needs two GPUs")
 def test_a_solve_takes_the_nccl_communicators_an_earlier_one_left():
     """Two live backends never share communicators; a collected backend's are the next one's."""
-    first = sharded_backend("gpu", (0, 1))
-    second = sharded_backend("gpu", (0, 1))
-    communicators = [b.partition(np.array([0, 5, 10])).communicator for b in (first, second)]
+    bounds = np.array([0, 5, 10])
+    first = sharded_backend("gpu", (0, 1), bounds)
+    second = sharded_backend("gpu", (0, 1), bounds)
+    communicators = [b.shards.communicator for b in (first, second)]
     assert communicators[0] is not communicators[1]
     del first
-    third = sharded_backend("gpu", (0, 1))
-    assert third.partition(np.array([0, 5, 10])).communicator is communicators[0]
+    third = sharded_backend("gpu", (0, 1), bounds)
+    assert third.shards.communicator is communicators[0]
 
 
 @pytest.mark.skipif(not _two_gpus(), reason="needs two GPUs")
@@ -658,15 +671,14 @@ def test_a_solve_takes_the_nccl_communicators_an_earlier_one_left():
 def test_the_operator_on_two_gpus_matches_one_device(shuffled):
     """Through NCCL and peer copies: the constraint values gathered on the first GPU, the multipliers sent back."""
     problem = _weighted_diagonals(1100, seed=3, shuffled=shuffled)
-    two = sharded_backend("gpu", (0, 1))
-    _check_operator_matches(problem, *_operators(problem, 2, "gpu", two))
+    _check_operator_matches(problem, *_operators(problem, 2, "gpu", _two_gpus_at))
 
 
 @pytest.mark.skipif(not _two_gpus(), reason="needs two GPUs")
 @pytest.mark.parametrize("kind", ["completion", "trace and edges"])
 def test_the_block_operator_on_two_gpus_matches_one_device(kind):
     problem = _completion(600, 12000, seed=1) if kind == "completion" else _trace_and_edges(1300, seed=2)
-    _check_block_operator_matches(problem, sharded_backend("gpu", (0, 1)), "gpu")
+    _check_block_operator_matches(problem, 2, "gpu", _two_gpus_at)
 
 
 @pytest.mark.skipif(not _two_gpus(), reason="needs two GPUs")

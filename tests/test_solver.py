@@ -107,27 +107,27 @@ def test_public_api():
 
 
 def test_a_problem_that_does_not_fit_is_refused_before_allocating(monkeypatch):
-    from cvxpy_culorads.backends.backend import Backend
+    from cvxpy_culorads.backends.backend import CpuBackend
 
     problem, _ = random_maxcut(20, 0.3, seed=9)
-    monkeypatch.setattr(Backend, "free_memory", lambda self: 1000)
-    with pytest.raises(MemoryError, match="needs about .* GiB of device memory"):
+    monkeypatch.setattr(CpuBackend, "free_memory", lambda self: 1000)
+    with pytest.raises(MemoryError, match="needs about .* of host memory .* but .* are free"):
         solve(problem, device="cpu")
 
 
-def test_a_default_rank_that_does_not_fit_is_narrowed_a_set_one_is_refused(monkeypatch, capsys):
-    from cvxpy_culorads.backends.backend import Backend
+def test_a_default_rank_that_does_not_fit_is_narrowed_a_set_one_is_refused(monkeypatch, caplog):
+    from cvxpy_culorads.backends.backend import CpuBackend
     from cvxpy_culorads.backends.memory import estimate_device_bytes
     from cvxpy_culorads.operators.compressed import BlockLayout
 
     # the spheres' default start is ceil(4 ln 300) = 23 columns; it may be narrowed down to ceil(2 ln 300) = 12
     problem, _ = random_maxcut(300, 0.01, seed=9)
     room = estimate_device_bytes(problem, BlockLayout.of(problem), 15)
-    monkeypatch.setattr(Backend, "free_memory", lambda self: room)
+    monkeypatch.setattr(CpuBackend, "free_memory", lambda self: room)
     result = solve(problem, device="cpu", max_iter=1, keep_log=True, verbose=True)
     assert result.log[0].ranks == (15,)
-    assert "start narrowed to fit in device memory; initial ranks [15]" in capsys.readouterr().err
-    assert result.plan[-1] == "start narrowed to fit in device memory"
+    assert "start narrowed to fit in host memory; initial ranks [15]" in caplog.text
+    assert result.plan[-1] == "start narrowed to fit in host memory"
     with pytest.raises(MemoryError, match="at its initial rank 16"):
         solve(problem, device="cpu", rank=16)
     room = estimate_device_bytes(problem, BlockLayout.of(problem), 11)

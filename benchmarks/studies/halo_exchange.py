@@ -64,8 +64,9 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     n, r, ids = int(float(args.n)), args.rank, tuple(range(args.gpus))
     problem = maxcut_problem(random_regular_like(n, 4, seed=1, device="gpu").get())
-    backend = sharded_backend("gpu", ids)
-    op = ShardedSpheresOperator(problem, backend, True, BlockLayout.of(problem), halo_precision=args.halo_precision)
+    layout = BlockLayout.of(problem)
+    backend = sharded_backend("gpu", ids, ShardedSpheresOperator.bounds(problem, layout, len(ids)))
+    op = ShardedSpheresOperator(problem, backend, True, layout, halo_precision=args.halo_precision)
     shards, exchange, dtype = op.shards, op.C.exchange, op.rounded_C.halo_dtype
     if args.side_priority == "default":
         shards.communicator.side = shards.each(lambda s, p: cupy.cuda.Stream(non_blocking=True), op.C.own)

@@ -36,7 +36,7 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parents[1] / "results")
     args = parser.parse_args()
     backend = select_backend(args.device)
-    if backend.is_gpu:
+    if not backend.on_host:
         warm_up(backend)
     rows = []
     for spec in args.runs:

@@ -1,104 +1,134 @@
 """Array backends: NumPy/SciPy on the CPU, CuPy/cupyx on the GPU, chosen OSQP-style.
 
-A ``Backend`` bundles an array namespace (``xp``), its sparse module, and the few conversions the
-solver needs, so that the algorithm is written once. ``select_backend("auto")`` takes the GPU when
-CuPy imports and sees a device and the caller's ``gpu_pays`` (the driver's cost estimate, ``solver/costs.py``) agrees,
-the CPU otherwise; the environment variable ``CULORADS_DEVICE`` (``cpu`` or ``gpu``) overrides ``auto``. Asking
-for ``gpu`` when none is usable raises an error that says why.
+:class:`CpuBackend` and :class:`GpuBackend` implement the :class:`~cvxpy_culorads.backends.protocol.Backend` contract
+(re-exported here), so that the algorithm is written once. ``select_backend("auto")`` takes the GPU when CuPy imports
+and sees a device and the caller's ``gpu_pays`` (the driver's cost estimate, ``solver/costs.py``) agrees, the CPU
+otherwise; the environment variable ``CULORADS_DEVICE`` (``cpu`` or ``gpu``) overrides ``auto``. Asking for ``gpu``
+when none is usable raises an error that says why.
 """
 from __future__ import annotations
 
 import functools
 import os
-from dataclasses import dataclass
-from types import ModuleType
 
 import numpy as np
+import scipy.linalg
 import scipy.sparse
 
 from cvxpy_culorads.backends.cpu_kernels import CpuKernels
 from cvxpy_culorads.backends.kernels import Kernels
+from cvxpy_culorads.backends.protocol import Backend
+from cvxpy_culorads.hostmemory import available_bytes
 from cvxpy_culorads.hostpasses import map_chunks, on_own_threads
 
-__all__ = ["Backend", "available_devices", "copy_to_host", "gpu_available", "kernels_for", "requested_device",
-           "select_backend"]
+__all__ = ["Backend", "CpuBackend", "GpuBackend", "available_devices", "copy_to_host", "gpu_available",
+           "kernels_for", "requested_device", "select_backend"]
 
 ENV_DEVICE = "CULORADS_DEVICE"
 
 
-@dataclass(frozen=True)
-class Backend:
-    """An array namespace and its sparse module."""
+class CpuBackend:
+    """NumPy and SciPy on the host. ``free_memory`` is the host memory this process may still use
+    (:func:`~cvxpy_culorads.hostmemory.available_bytes`), so the memory estimates refuse or narrow a solve on the
+    CPU as they do on a GPU."""
 
-    name: str  # "cpu" or "gpu"
-    xp: ModuleType
-    sparse: ModuleType
+    name = "cpu"
+    xp = np
+    sparse = scipy.sparse
+    linalg = scipy.linalg
+    on_host = True
+    wide_sparse_indices = True
+    memory = "host memory"
 
-    @property
-    def is_gpu(self) -> bool:
-        return self.name == "gpu"
+    def asarray(self, a, dtype=None):
+        return np.asarray(a, dtype=dtype)
+
+    def to_host(self, a) -> np.ndarray:
+        return np.asarray(a)
+
+    def to_host_together(self, arrays) -> list:
+        return [np.asarray(a) for a in arrays]
+
+    def to_host_into(self, pairs) -> None:
+        for array, out in pairs:
+            out[...] = array
+
+    def csr(self, matrix: scipy.sparse.sparray):
+        return scipy.sparse.csr_matrix(matrix)
+
+    def synchronize(self) -> None:
+        """Nothing is queued: NumPy's operations return when done."""
+
+    def pool_bytes(self) -> int:
+        return 0  # NumPy keeps no pool
+
+    def release_cached_blocks(self) -> None:
+        """No pool to release."""
+
+    def free_memory(self) -> int | None:
+        return available_bytes()
+
+    def kernels(self) -> Kernels:
+        return CpuKernels()
+
+    def describe(self) -> str:
+        return "cpu (NumPy/SciPy)"
+
+
+class GpuBackend:
+    """CuPy and cupyx on the current CUDA device. Operations are queued on the device's stream; ``free_memory`` is
+    the device's free memory plus the blocks CuPy's pool caches for reuse."""
+
+    name = "gpu"
+    on_host = False
+    wide_sparse_indices = False  # cupyx.scipy.sparse takes 32-bit indices only
+    memory = "device memory"
+
+    def __init__(self):
+        import cupy
+        import cupyx.scipy.linalg
+        import cupyx.scipy.sparse
+        self.xp, self.sparse, self.linalg = cupy, cupyx.scipy.sparse, cupyx.scipy.linalg
 
     def asarray(self, a, dtype=None):
         return self.xp.asarray(a, dtype=dtype)
 
     def to_host(self, a) -> np.ndarray:
-        """A NumPy copy of a device array (identity on the CPU)."""
-        return a.get() if self.is_gpu else np.asarray(a)
+        return a.get()
 
     def to_host_together(self, arrays) -> list:
-        """:meth:`to_host` of each array, the copies at once (:func:`copy_to_host`)."""
-        if not self.is_gpu:
-            return [np.asarray(a) for a in arrays]
         outs = [np.empty(a.shape, a.dtype) for a in arrays]
-        copy_to_host(list(zip(arrays, outs)))
+        self.to_host_into(list(zip(arrays, outs)))
         return outs
 
+    def to_host_into(self, pairs) -> None:
+        """The copies at once, each on a thread of its own (:func:`copy_to_host`)."""
+        copy_to_host(pairs)
+
     def csr(self, matrix: scipy.sparse.sparray):
-        """A host ``scipy.sparse`` matrix as a CSR matrix of this backend."""
-        matrix = scipy.sparse.csr_matrix(matrix)
-        if not self.is_gpu:
-            return matrix
-        return self.sparse.csr_matrix(matrix)
+        return self.sparse.csr_matrix(scipy.sparse.csr_matrix(matrix))
 
     def synchronize(self) -> None:
-        if self.is_gpu:
-            self.xp.cuda.get_current_stream().synchronize()
+        self.xp.cuda.get_current_stream().synchronize()
 
     def pool_bytes(self) -> int:
-        """Device bytes held by CuPy's memory pool, in use or cached for reuse (0 on the CPU)."""
-        return int(self.xp.get_default_memory_pool().total_bytes()) if self.is_gpu else 0
+        return int(self.xp.get_default_memory_pool().total_bytes())
 
     def release_cached_blocks(self) -> None:
-        """Return the pool's cached, unused blocks to the device (no-op on the CPU)."""
-        if self.is_gpu:
-            self.xp.get_default_memory_pool().free_all_blocks()
+        self.xp.get_default_memory_pool().free_all_blocks()
 
     def free_memory(self) -> int | None:
-        """Bytes the solver can still allocate on the device (free memory plus CuPy's cached blocks);
-        None on the CPU, where the operating system manages memory."""
-        if not self.is_gpu:
-            return None
         free, _ = self.xp.cuda.runtime.memGetInfo()
-        pool = self.xp.get_default_memory_pool()
-        return int(free + pool.free_bytes())
+        return int(free + self.xp.get_default_memory_pool().free_bytes())
 
     def kernels(self) -> Kernels:
-        """A kernel set for this backend's arrays."""
-        return _kernel_set(self.name)
+        from cvxpy_culorads.backends.gpu_kernels import GpuKernels  # compiles CUDA sources: only where a GPU is used
+        return GpuKernels()
 
     def describe(self) -> str:
-        if not self.is_gpu:
-            return "cpu (NumPy/SciPy)"
         props = self.xp.cuda.runtime.getDeviceProperties(self.xp.cuda.Device().id)
         name = props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
         return f"gpu ({name}, CuPy {self.xp.__version__})"
-
-
-def _kernel_set(name: str) -> Kernels:
-    if name == "gpu":
-        from cvxpy_culorads.backends.gpu_kernels import GpuKernels  # imports CuPy: only where a GPU is used
-        return GpuKernels()
-    return CpuKernels()
 
 
 def kernels_for(backend) -> Kernels:
@@ -205,18 +235,17 @@ def select_backend(device: str = "auto", gpu_pays=None, gpu_ids: tuple[int, ...]
     if device == "auto":
         device = "gpu" if gpu_available() and (gpu_pays is None or gpu_pays()) else "cpu"
     if device == "cpu":
-        return Backend("cpu", np, scipy.sparse)
+        return CpuBackend()
     if device == "gpu":
         usable, reason = _gpu_probe()
         if not usable:
             raise RuntimeError(f"device='gpu' was requested but {reason}; use device='cpu' or install "
                                "CuPy for your CUDA version (pip install 'cvxpy_culorads[gpu]')")
         import cupy
-        import cupyx.scipy.sparse
         if gpu_ids is not None:
             visible = cupy.cuda.runtime.getDeviceCount()
             if max(gpu_ids) >= visible:
                 raise ValueError(f"devices names GPU ids {list(gpu_ids)} but {visible} GPU(s) are visible")
             cupy.cuda.Device(gpu_ids[0]).use()
-        return Backend("gpu", cupy, cupyx.scipy.sparse)
+        return GpuBackend()
     raise ValueError(f"device must be 'auto', 'cpu' or 'gpu', got {device!r}")

@@ -155,10 +155,7 @@ def sym_sample(rows, cols, U, V, out=None, *, entries=None, wide=None):
             raise ValueError(f"U and V differ in shape ({U.shape} vs {V.shape})")
     N, r = rows.size, U.shape[1]
     out = _check_out(out, (N,))
-    if N == 0:
-        return out
-    if r == 0:
-        out.fill(0.0)
+    if _nothing_to_launch(out, N, r):
         return out
     t = lanes_for_rank(r)
     e = _check_knob(entries or _entries_default(t, ENTRIES_SYM if sym else ENTRIES_UV), "entries")
@@ -166,6 +163,13 @@ def sym_sample(rows, cols, U, V, out=None, *, entries=None, wide=None):
     fn = kernel(f"sym_sample_kernel<{ctype}, {otype}, {t}, {e}, {'true' if sym else 'false'}>")
     fn(grid(-(-N // e), t), (BLOCK,), (rows, cols, U, U if sym else V, out, np.int64(N), np.int32(r)))
     return out
+
+
+def _nothing_to_launch(out, N: int, r: int) -> bool:
+    """Whether a sampling kernel has nothing to do: no entries, or rank 0 (then the samples are zero, written)."""
+    if N and not r:
+        out.fill(0.0)
+    return not (N and r)
 
 
 def sym_sample_pair(rows, cols, R, D, out=None, *, entries=None, wide=None):
@@ -179,10 +183,7 @@ def sym_sample_pair(rows, cols, R, D, out=None, *, entries=None, wide=None):
         raise ValueError(f"R and D differ in shape ({R.shape} vs {D.shape})")
     N, r = rows.size, R.shape[1]
     out = _check_out(out, (N, 2))
-    if N == 0:
-        return out
-    if r == 0:
-        out.fill(0.0)
+    if _nothing_to_launch(out, N, r):
         return out
     t = lanes_for_rank(r)
     e = _check_knob(entries or _entries_default(t, ENTRIES_PAIR), "entries")
@@ -405,30 +406,12 @@ class GpuKernels(RowSpace):
         """The record of one L-BFGS pair: the pair itself (the weights come out of the Gram pass)."""
         return s, y
 
-    @staticmethod
-    def lbfgs_direction(G, pairs, products):
-        """D = -H G by the two-loop recursion; writes (<G, G>, <D, G>) to ``products`` (at most 4 pairs)."""
-        return lbfgs_direction(G, pairs, products)
-
-    @staticmethod
-    def lbfgs_gram(vectors, out):
-        """The upper triangle of the Gram matrix of ``vectors`` (at most 9), row by row, in ``out``."""
-        return lbfgs_gram(vectors, out)
-
-    @staticmethod
-    def lbfgs_recursion(upper, count, products):
-        """The recursion's coefficients from a Gram matrix's upper triangle, on the device (at most 9 vectors)."""
-        return lbfgs_recursion(upper, count, products)
-
-    @staticmethod
-    def lbfgs_combine(vectors, coefficients):
-        """sum_j coefficients[j] vectors[j] (at most 9 vectors; ``coefficients`` a device vector)."""
-        return lbfgs_combine(vectors, coefficients)
-
-    @staticmethod
-    def line_search_products(AW, Avals, b, lam, rho, R, D, CD, out):
-        """The 9 scalars of the exact line search in ``out`` (see ``CpuKernels``)."""
-        return line_search_products(AW, Avals, b, lam, rho, R, D, CD, out)
+    # the L-BFGS step's and the line search's kernels (``gpu_vector_algebra``)
+    lbfgs_direction = staticmethod(lbfgs_direction)
+    lbfgs_gram = staticmethod(lbfgs_gram)
+    lbfgs_recursion = staticmethod(lbfgs_recursion)
+    lbfgs_combine = staticmethod(lbfgs_combine)
+    line_search_products = staticmethod(line_search_products)
 
     @staticmethod
     def sphere_line_search_products(AW, Avals, b, lam, R, D, CD, out):

@@ -93,7 +93,8 @@ def _lbfgs_gram_pass(vectors, recurse: bool, coef, products):
 
 
 def lbfgs_recursion(upper, count: int, products):
-    """:meth:`GpuKernels.lbfgs_recursion`: one thread on the device, nothing read back."""
+    """The L-BFGS recursion's coefficients from a Gram matrix's upper triangle (at most 9 vectors): one thread on
+    the device, nothing read back."""
     if not 1 <= count <= LBFGS_MAX_VECTORS or count % 2 == 0 or upper.size != count * (count + 1) // 2 \
             or products.size != 2 or upper.dtype != np.float64 or products.dtype != np.float64:
         raise ValueError("lbfgs_recursion: inconsistent arguments")
@@ -112,7 +113,8 @@ def lbfgs_combine(vectors, coef):
 
 
 def lbfgs_direction(G, pairs, products):
-    """:meth:`GpuKernels.lbfgs_direction`: one Gram pass with the recursion in its epilogue, one combination."""
+    """D = -H G by the two-loop recursion, writing (<G, G>, <D, G>) to ``products`` (at most 4 pairs): one Gram pass
+    with the recursion in its epilogue, one combination."""
     vectors = [G] + [v for pair in pairs for v in pair]
     coef = cupy.empty(len(vectors))
     _lbfgs_gram_pass(vectors, True, coef, products)
@@ -120,7 +122,7 @@ def lbfgs_direction(G, pairs, products):
 
 
 def lbfgs_gram(vectors, out):
-    """:meth:`GpuKernels.lbfgs_gram`: the upper triangle of the vectors' Gram matrix, row by row, in one pass."""
+    """The upper triangle of the Gram matrix of ``vectors`` (at most 9), row by row, in ``out``, in one pass."""
     _lbfgs_gram_pass(vectors, False, out, out)  # without the recursion the kernel writes no products
     return out
 
@@ -143,7 +145,8 @@ def _line_search_pass(what: str, kernel_name: str, scalars: int, sums: int, AW, 
 
 
 def line_search_products(AW, Avals, b, lam, rho, R, D, CD, out):
-    """:meth:`GpuKernels.line_search_products` as one reduction kernel."""
+    """The 9 scalars of the exact line search in ``out`` (see ``CpuKernels.line_search_products``), as one
+    reduction kernel."""
     return _line_search_pass("line_search_products", "line_search_kernel", LINE_SEARCH_SCALARS, LINE_SEARCH_SCALARS,
                              AW, Avals, b, lam, R, D, CD, out, constants=(np.float64(rho),))
 

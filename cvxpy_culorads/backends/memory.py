@@ -1,9 +1,10 @@
-"""Device-memory decisions in one place: what a solve, a wider factor, a Lanczos basis and the interior-point
-method's dense work need, and whether it fits in the memory the backend reports free.
+"""Memory decisions in one place: what a solve, a wider factor, a Lanczos basis and the interior-point method's
+dense work need, and whether it fits in the memory the backend reports free (``Backend.free_memory``: the GPU's
+free memory, or on the CPU the host memory this process may still use), decided before anything is allocated.
 
 Each estimate's constants are calibrated on one GPU model with CuPy's memory pool (decision record
-"device-memory-estimates"); calibrating for another device means changing them here. On the CPU
-``backend.free_memory()`` is None and everything fits.
+"device-memory-estimates"); calibrating for another device means changing them here. They serve the CPU as upper
+bounds. Where ``backend.free_memory()`` is None (unknown) everything fits.
 """
 from __future__ import annotations
 
@@ -36,10 +37,10 @@ def _factor_arrays_bytes(n_rows: int, columns: int) -> int:
 
 
 def estimate_device_bytes(problem, layout, rank: int) -> int:
-    """An estimate of the device memory a solve needs at the given rank: the operator's build (sorting
-    64-bit keys over the larger symmetric pattern) or its arrays plus the phases' factor arrays, with a
-    margin for the memory pool (``POOL_MARGIN``, from measured peaks: decision record "device-memory-estimates").
-    The Lanczos basis of the certificates is not counted: it is sized to the memory left
+    """An estimate of the memory a solve needs on its device (the GPU, or the host) at the given rank: the
+    operator's build (sorting 64-bit keys over the larger symmetric pattern) or its arrays plus the phases' factor
+    arrays, with a margin for the memory pool (``POOL_MARGIN``, from measured peaks: decision record
+    "device-memory-estimates"). The Lanczos basis of the certificates is not counted: it is sized to the memory left
     (``certify/certificates.py``)."""
     nnz_A = problem.nnz + layout.n_lp
     c_symmetric = 2 * (sum(c[0].size for c in problem.C_coords) + layout.n_lp)  # entries of C's CSR
@@ -56,10 +57,10 @@ def estimate_device_bytes(problem, layout, rank: int) -> int:
 
 def widening_fits(backend, layout, old_width: int, new_width: int) -> bool:
     """Whether the phases' factor arrays fit at ``new_width`` columns beside the certificates' shortest Lanczos
-    cycle (``certificate_reserve``) in the device memory still free plus the factor's own (``old_width`` columns,
-    which the wider factor replaces); always on the CPU. The arrays the phases held at the old width are not counted
-    as free: between phases most are released, and a wider factor that fits only by reusing them can run the device
-    out of memory; the reserve keeps room for the next measurement's eigensolver (decision records
+    cycle (``certificate_reserve``) in the memory still free plus the factor's own (``old_width`` columns, which the
+    wider factor replaces); always where the free memory is unknown. The arrays the phases held at the old width are
+    not counted as free: between phases most are released, and a wider factor that fits only by reusing them can
+    run the device out of memory; the reserve keeps room for the next measurement's eigensolver (decision records
     "riemannian-starting-rank" and "escape-memory-check"). A rank increase that would not fit is skipped instead of
     failing inside CUDA."""
     free = backend.free_memory()
@@ -77,10 +78,11 @@ def certificate_reserve(layout) -> float:
 
 def fitting_rank(problem, layout, rank: int, narrowest: int, backend) -> int:
     """The initial rank to start from, checked before anything is allocated: ``rank`` when the solve fits in the free
-    device memory at it (``estimate_device_bytes``; always on the CPU); else the widest rank from ``narrowest`` up
-    that fits with the certificates' shortest Lanczos cycle beside it (a start that fills the memory leaves the
-    dual certificate none: decision record "device-memory-estimates"); else ``narrowest`` if the solve
-    fits there; else a MemoryError. (Rank growth is checked when it happens, ``widening_fits``.)"""
+    memory at it (``estimate_device_bytes``; always where the free memory is unknown); else the widest rank from
+    ``narrowest`` up that fits with the certificates' shortest Lanczos cycle beside it (a start that fills the memory
+    leaves the dual certificate none: decision record "device-memory-estimates"); else ``narrowest`` if the solve
+    fits there; else a MemoryError that names the estimate and the free memory. (Rank growth is checked when it
+    happens, ``widening_fits``.)"""
     free = backend.free_memory()
     if free is None or estimate_device_bytes(problem, layout, rank) <= free:
         return rank
@@ -97,17 +99,27 @@ def fitting_rank(problem, layout, rank: int, narrowest: int, backend) -> int:
     need = estimate_device_bytes(problem, layout, narrowest)
     if need <= free:
         return narrowest
+    elsewhere = "a machine" if backend.on_host else "device='cpu', a device"
     raise MemoryError(
-        f"{problem.name}: the solve needs about {need / 2**30:.1f} GiB of device memory at its initial rank "
-        f"{narrowest} but {free / 2**30:.1f} GiB are free; use device='cpu', a device with more memory, a "
-        f"smaller rank (setting 'rank') or a smaller problem")
+        f"{problem.name}: the solve needs about {_in_units(need)} of {backend.memory} at its initial rank "
+        f"{narrowest} (estimated before allocating) but {_in_units(free)} are free; use {elsewhere} with more "
+        "memory, a smaller rank (setting 'rank') or a smaller problem")
+
+
+def _in_units(size: float) -> str:
+    """A number of bytes in binary units, three digits: "1.5 KiB", "22.4 GiB"."""
+    for unit in ("bytes", "KiB", "MiB", "GiB"):
+        if abs(size) < 1024:
+            return f"{size:.3g} {unit}"
+        size /= 1024
+    return f"{size:.3g} TiB"
 
 
 DEFLATION_ARRAYS = 3  # a deflated eigenvalue problem's n x q arrays: the orthonormal range, S Q and a product
 
 
 def affordable_lanczos_steps(backend, n: int) -> int:
-    """The longest Lanczos cycle whose basis fits the device's memory (no bound on the CPU)."""
+    """The longest Lanczos cycle whose basis fits the free memory (no bound where it is unknown)."""
     free = backend.free_memory()
     return n if free is None else max(MIN_LANCZOS_STEPS, int(LANCZOS_MEMORY_SHARE * free / _lanczos_step_bytes(n)))
 
@@ -119,7 +131,7 @@ def _lanczos_step_bytes(n: int) -> float:
 
 def deflation_fits(backend, n: int, q: int) -> bool:
     """Whether the n x q arrays of an eigenvalue problem deflated against a q-dimensional range fit in half the
-    free device memory (the Lanczos basis takes what is left; always on the CPU)."""
+    free memory (the Lanczos basis takes what is left; always where the free memory is unknown)."""
     free = backend.free_memory()
     return free is None or DEFLATION_ARRAYS * 8 * n * q <= LANCZOS_MEMORY_SHARE * free
 

@@ -300,7 +300,8 @@ class FixedTrace:
         for i in np.flatnonzero(candidates):
             entries = coeff.con == i
             values, rows = coeff.val[entries], coeff.row[entries]
-            if values[0] > 0 and np.all(values == values[0]) and np.unique(rows).size == n:
+            # each of the n rows once: by a bincount, as NumPy's unique hashes (seconds per 10^7 rows)
+            if values[0] > 0 and np.all(values == values[0]) and np.bincount(rows, minlength=n).max() == 1:
                 return cls(int(i), float(problem.b[i] / values[0]))
         return None
 

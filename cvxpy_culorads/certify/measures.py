@@ -2,15 +2,16 @@
 
 ``ProblemNorms`` holds the norms of b, C and A that the errors divide by; ``primal_infeasibility`` and
 ``relative_gap`` are the cuLoRADS paper's err1 and err3; ``worst`` is the largest of several measures, with an
-unknown (NaN) one counting as infinitely bad. It imports only the leaf ``hostpasses`` of the package, so the
-phases' progress rows (``state.py``) and the certificates can both use it.
+unknown (NaN) one counting as infinitely bad. The 1 in their denominators stands for one unit of the data: the
+solver measures the problem in the units of ``problem.scaling.DataUnits``, where the objective's largest coefficient
+and the constraints' unit lie in [1/2, 1024] (but for diagonally scaled problems), so no measure turns absolute on
+data written in small units. It imports nothing of the package, so the phases' progress rows (``state.py``) and
+the certificates can both use it.
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-
-from cvxpy_culorads.hostpasses import abs_max
 
 __all__ = ["ProblemNorms", "primal_infeasibility", "relative_gap", "worst"]
 
@@ -26,10 +27,8 @@ class ProblemNorms:
 
     @classmethod
     def of(cls, problem) -> ProblemNorms:
-        A_inf = max([abs_max(c.val) for c in problem.A_coords] + [abs_max(problem.A_lp.data)]
-                    + [t.term.max_abs_entry() for t in problem.A_low_rank if t.term is not None])
         return cls(problem.b_norm_1, problem.b_norm_2, problem.b_norm_inf, problem.C_norm_1, problem.C_norm_inf,
-                   A_inf)
+                   problem.A_norm_inf)
 
 
 def primal_infeasibility(residual_norm: float, norms: ProblemNorms) -> float:

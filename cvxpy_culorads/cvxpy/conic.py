@@ -110,15 +110,18 @@ class SolutionMap:
         x[self.free_x] = positive - negative
         return x
 
-    def duals(self, result: Result) -> tuple[np.ndarray, dict]:
+    def duals(self, lam, ray: bool = False) -> tuple[np.ndarray, dict]:
         """CVXPY's row duals ``y`` (``c + A'y = 0``) and the duals of its direct cones by constraint id.
 
         With ``lambda`` the engine's multipliers, every kept row has ``y = -lambda`` (so inequality and
         LMI rows get the engine's dual slacks of their slack variables), and the dual slack of every
         other entry of ``x`` is ``w = c - A_kept' lambda``, read in the direct cones' svec scaling.
+        With ``ray``, ``lam`` is a Farkas ray and c is taken as 0: ``y`` is then CVXPY's certificate of
+        infeasibility (``A'y = 0``, ``b'y < 0``, ``y`` in the dual cone).
         """
-        lam = np.asarray(result.dual, dtype=np.float64)
-        reduced_cost = self.objective - self.kept_constraints.T @ lam
+        lam = np.asarray(lam, dtype=np.float64)
+        objective = np.zeros_like(self.objective) if ray else self.objective
+        reduced_cost = objective - self.kept_constraints.T @ lam
         y = np.zeros(self.num_rows)
         y[self.kept_rows] = -lam
         y[self.removed_rows] = reduced_cost[self.removed_x] / self.removed_coef
@@ -282,9 +285,6 @@ def _unsupported_parts(problem_form, supported) -> list[str]:
     parts = []
     if problem_form.is_mixed_integer():
         parts.append("integer or boolean variables: use a mixed-integer solver such as SCIP or HiGHS")
-    if problem_form.has_quadratic_objective():
-        parts.append("a quadratic objective, which would reach CULORADS as a second-order cone, i.e. an "
-                     "LMI with one equality per matrix entry: use Clarabel or SCS")
     cones, _, _ = expand_cones(set(problem_form.cones()), supported)
     for description in sorted({_CONE_DESCRIPTIONS.get(cone, f"{cone.__name__} constraints")
                                for cone in cones - supported}):
@@ -321,6 +321,8 @@ class CULORADS(ConicSolver):
         Status.OPTIMAL: s.OPTIMAL,
         Status.INACCURATE: s.OPTIMAL_INACCURATE,
         Status.STALLED: s.SOLVER_ERROR,  # OPTIMAL_INACCURATE with the option accept_unknown=True
+        Status.INFEASIBLE: s.INFEASIBLE,
+        Status.UNBOUNDED: s.UNBOUNDED,
         Status.INFEASIBLE_INACCURATE: s.INFEASIBLE_INACCURATE,
         Status.UNBOUNDED_INACCURATE: s.UNBOUNDED_INACCURATE,
         Status.TIME_LIMIT: s.USER_LIMIT,
@@ -348,8 +350,8 @@ class CULORADS(ConicSolver):
         if parts:
             raise SolverError(
                 "CULORADS cannot solve this problem: it has " + "; ".join(parts) + ". CULORADS "
-                "handles linear objectives with linear equalities, inequalities and PSD constraints "
-                "(and second-order cones, as LMIs).")
+                "handles linear and quadratic objectives with linear equalities, inequalities and PSD "
+                "constraints (second-order cones and quadratic objectives reach it as LMIs).")
         return super().can_solve(problem_form)
 
     def apply(self, problem):
@@ -363,19 +365,23 @@ class CULORADS(ConicSolver):
 
         ``solver_opts`` are :class:`Settings` fields, and ``accept_unknown`` (as in CVXPY's Clarabel interface:
         True reports a STALLED solve's best point as ``optimal_inaccurate`` instead of ``solver_error``); an
-        unknown name raises ``ValueError``. ``warm_start`` is ignored: the engine starts from its own random factors.
+        unknown name raises ``ValueError``. With ``warm_start`` the engine starts from the last answer kept in
+        ``solver_cache`` (``cvxpy/warm.py``).
         """
+        from cvxpy_culorads.cvxpy.warm import CHAIN_KEY, previous_result, remember
         from cvxpy_culorads.solver.driver import solve
 
         options = {key: value for key, value in solver_opts.items() if key not in ("use_quad_obj", "accept_unknown")}
         accept_unknown = solver_opts.get("accept_unknown", False)
         if not isinstance(accept_unknown, (bool, np.bool_)):
             raise ValueError(f"accept_unknown must be True or False, got {accept_unknown!r}")
-        settings = Settings.from_options(verbose=verbose, **options)
+        settings = Settings.from_options(verbose=cvxpy_verbose(verbose), **options)
         start = time.perf_counter()
         problem, mapping = to_sdp_problem(data)
         setup_time = time.perf_counter() - start
-        return _SolverOutput(solve(problem, settings), mapping, setup_time, bool(accept_unknown))
+        result = solve(problem, settings, warm_start=previous_result(solver_cache, CHAIN_KEY, warm_start))
+        remember(solver_cache, CHAIN_KEY, result)
+        return _SolverOutput(result, mapping, setup_time, bool(accept_unknown))
 
     def invert(self, solution: _SolverOutput, inverse_data):
         """Returns the solution to the original problem given the inverse_data."""
@@ -389,18 +395,32 @@ class CULORADS(ConicSolver):
             s.NUM_ITERS: sum(result.iterations.values()),
             s.EXTRA_STATS: result,
         }
+        if status in s.ERROR:
+            raise SolverError(failure_message(result))
+        if result.status is Status.INFEASIBLE:
+            return failure_solution(status, attr, self._dual_values(mapping, result.certificate.multipliers,
+                                                                    inverse_data, ray=True))
         if status not in s.SOLUTION_PRESENT:
             return failure_solution(status, attr)
 
-        row_duals, dual_vars = mapping.duals(result)
-        num_zero = inverse_data[ConicSolver.DIMS].zero
+        dual_vars = self._dual_values(mapping, result.dual, inverse_data)
+        primal_vars = {inverse_data[self.VAR_ID]: mapping.primal(result)}
+        opt_val = result.primal_objective + inverse_data[s.OFFSET]
+        return Solution(status, opt_val, primal_vars, dual_vars, attr)
+
+    def _dual_values(self, mapping: SolutionMap, lam, inverse_data, ray: bool = False) -> dict:
+        """The duals of every constraint by id (of a Farkas ray with ``ray``: the inequality rows' duals, >= 0 up to
+        the ray's checked violation, are projected onto the nonnegative cone, as a certificate's must lie in it)."""
+        row_duals, dual_vars = mapping.duals(lam, ray)
+        dims = inverse_data[ConicSolver.DIMS]
+        num_zero = dims.zero
+        if ray:
+            row_duals[num_zero:num_zero + dims.nonneg] = np.maximum(row_duals[num_zero:num_zero + dims.nonneg], 0.0)
         dual_vars.update(utilities.get_dual_values(
             row_duals[:num_zero], utilities.extract_dual_value, inverse_data[self.EQ_CONSTR]))
         dual_vars.update(utilities.get_dual_values(
             row_duals[num_zero:], utilities.extract_dual_value, inverse_data[self.NEQ_CONSTR]))
-        primal_vars = {inverse_data[self.VAR_ID]: mapping.primal(result)}
-        opt_val = result.primal_objective + inverse_data[s.OFFSET]
-        return Solution(status, opt_val, primal_vars, dual_vars, attr)
+        return dual_vars
 
     def cite(self, data):
         """Returns bibtex citation for the solver.
@@ -411,6 +431,20 @@ class CULORADS(ConicSolver):
             Data generated via an apply call.
         """
         return CITATION
+
+
+def failure_message(result: Result) -> str:
+    """The ``SolverError`` message of a solve without an answer: CVXPY's own words with the engine's reason."""
+    return (f"Solver 'CULORADS' failed: {result.message}. Try another solver, or solve with verbose=True for more "
+            "information.")
+
+
+def cvxpy_verbose(verbose) -> bool:
+    """CVXPY's ``verbose`` as a setting: CVXPY takes any truthy value (``verbose=1``); anything but a bool or an
+    integer is refused as the setting refuses it."""
+    if isinstance(verbose, (bool, np.bool_, int, np.integer)):
+        return bool(verbose)
+    return Settings.from_options(verbose=verbose).verbose
 
 
 def register() -> CULORADS:

@@ -19,6 +19,7 @@ reading is linear in the data, so re-reading all of it costs what re-reading the
 """
 from __future__ import annotations
 
+import math
 import sys
 import time
 import warnings
@@ -57,6 +58,7 @@ from cvxpy.reductions.solution import Solution, failure_solution
 from cvxpy_culorads.cvxpy import (
     conic as cvxpy_interface,  # as a module: the hook may import this file while that one is half-imported
 )
+from cvxpy_culorads.cvxpy import warm as warm_starts
 from cvxpy_culorads.problem.lowrank import LowRank, SparsePlusLowRank
 from cvxpy_culorads.problem.sdp import SDPProblem
 from cvxpy_culorads.result import Result, Status
@@ -75,6 +77,8 @@ GENERIC_SELECTION_LIMIT = 10**7
 SPREAD_LIMIT = 10**8
 _SELECTIONS = (reshape, Hstack, Vstack, Concatenate, broadcast_to, special_index, upper_tri, index, transpose)
 _PASS_THROUGH = (wraps.Wrap, real, conj)  # the identity on real expressions (wraps only assert attributes)
+# CVXPY's solve options about its own compilation: the chain takes them, the reader compiles nothing
+_CHAIN_COMPILATION_OPTIONS = ("enforce_dpp", "ignore_dpp", "canon_backend")
 _UNSUPPORTED_ATTRIBUTES = ("boolean", "integer", "complex", "imag", "hermitian", "diag", "sparsity", "bounds",
                            "pos", "neg")
 
@@ -594,7 +598,7 @@ def _block_terms(block: _Block, terms, objective_terms, A_part, C_part, lp: _LPC
 
 # ---------------------------------------------------------------------------------------------- solving
 def solve_structured(problem: cp.Problem, *, max_value_bytes: float = DEFAULT_MAX_VALUE_BYTES,
-                     accept_unknown: bool = False, **options):
+                     accept_unknown: bool = False, use_quad_obj: bool = True, **options):
     """``problem.solve(method="culorads", **options)``: read the model directly (module docstring), solve it with
     the engine and store values, duals, status and ``solver_stats`` (``extra_stats`` is the engine's
     :class:`Result`) as CVXPY's own solve does; returns the optimal value.
@@ -602,9 +606,20 @@ def solve_structured(problem: cp.Problem, *, max_value_bytes: float = DEFAULT_MA
     ``options`` are :class:`Settings` fields (an unknown name raises ``ValueError``); ``accept_unknown`` is the
     chain path's option of that name; a dense value (a PSD variable's X, a PSD constraint's dual) of more than
     ``max_value_bytes`` is left unset, with a warning that says where its factor is. A model the reader does
-    not handle is solved by ``problem.solve(solver="CULORADS", ...)`` instead.
+    not handle (a quadratic objective among them) is solved by ``problem.solve(solver="CULORADS", ...)`` instead,
+    which gets ``use_quad_obj`` (CVXPY's option: whether a solver may take the quadratic objective as it is;
+    CULORADS never does, so both values solve the objective through second-order cones). ``verbose`` takes what
+    CVXPY takes (``verbose=1``). ``problem.compilation_time`` is the time spent reading this model. CVXPY's
+    compilation options (``enforce_dpp``, ``ignore_dpp``, ``canon_backend``) go to the chain when it solves; the
+    reader has no compilation to cache, so they change nothing there.
+    ``warm_start`` (CVXPY's option, True by default) starts from this problem's last answer (``cvxpy/warm.py``).
     """
-    options.pop("warm_start", None)  # ignored, as on the chain path: the engine starts from its own factors
+    warm_start = options.pop("warm_start", True)  # CVXPY's default: from the last answer (``cvxpy/warm.py``)
+    compilation = {name: options.pop(name) for name in _CHAIN_COMPILATION_OPTIONS if name in options}
+    if "verbose" in options:
+        options["verbose"] = cvxpy_interface.cvxpy_verbose(options["verbose"])
+    if not isinstance(use_quad_obj, (bool, np.bool_)):
+        raise ValueError(f"use_quad_obj must be True or False, got {use_quad_obj!r}")
     settings = Settings.from_options(**options)
     if not (isinstance(max_value_bytes, (int, float)) and max_value_bytes >= 0):
         raise ValueError(f"max_value_bytes must be a number >= 0, got {max_value_bytes!r}")
@@ -617,11 +632,16 @@ def solve_structured(problem: cp.Problem, *, max_value_bytes: float = DEFAULT_MA
         if settings.verbose:
             print(f"culorads: the structured reader does not handle {why}; solving through CVXPY's chain",
                   file=sys.stderr)
-        return problem.solve(solver="CULORADS", accept_unknown=accept_unknown, **options)
+        return problem.solve(solver="CULORADS", accept_unknown=accept_unknown, use_quad_obj=use_quad_obj,
+                             warm_start=warm_start, **compilation, **options)
     setup_time = time.perf_counter() - start
+    problem._compilation_time = setup_time  # CVXPY's compilation is this reading
     from cvxpy_culorads.solver.driver import solve  # the engine is imported when first used, as the chain path does
 
-    result = solve(model.sdp, settings)
+    cache = getattr(problem, "_solver_cache", None)  # CVXPY's per-problem cache, emptied when it recompiles
+    result = solve(model.sdp, settings, warm_start=warm_starts.previous_result(cache, warm_starts.STRUCTURED_KEY,
+                                                                             warm_start))
+    warm_starts.remember(cache, warm_starts.STRUCTURED_KEY, result)
     _store(problem, model, result, setup_time, bool(accept_unknown), max_value_bytes)
     return problem.value
 
@@ -637,14 +657,17 @@ def _store(problem, model: StructuredModel, result: Result, setup_time: float, a
             s.NUM_ITERS: sum(result.iterations.values()), s.EXTRA_STATS: result}
     problem._solver_stats = SolverStats.from_dict(attr, cvxpy_interface.CULORADS().name())
     if status in s.ERROR:
-        raise cp.error.SolverError(f"Solver 'CULORADS' failed: {result.message}. Try another solver, or solve "
-                                   "with verbose=True for more information.")
+        raise cp.error.SolverError(cvxpy_interface.failure_message(result))
     if status not in s.SOLUTION_PRESENT:
-        problem.unpack(failure_solution(status, attr))
+        certificate = _certificate_duals(problem, model, result) if result.status is Status.INFEASIBLE else {}
+        failure = failure_solution(status, attr, certificate)
+        # failure_solution's value is the minimisation's (+inf infeasible, -inf unbounded): the sense's sign
+        failure.opt_val = model.objective_sign * failure.opt_val
+        problem.unpack(failure)
         return
     too_large = []
     primal = {var.id: _value(var, model, result, max_value_bytes, too_large) for var in problem.variables()}
-    duals = _duals(problem, model, result, max_value_bytes, too_large)
+    duals = _duals(problem, model, result.dual, max_value_bytes, too_large)
     if too_large:
         warnings.warn("culorads: not formed, larger than max_value_bytes = "
                       f"{max_value_bytes:.3g}: {'; '.join(too_large)}", RuntimeWarning, stacklevel=3)
@@ -696,14 +719,25 @@ def _value(var, model: StructuredModel, result: Result, max_value_bytes: float, 
     return flat.reshape(var.shape, order="F") if var.ndim else flat.item()
 
 
-def _duals(problem, model: StructuredModel, result: Result, max_value_bytes: float, too_large: list) -> dict:
+def _certificate_duals(problem, model: StructuredModel, result: Result) -> dict:
+    """CVXPY's certificate of infeasibility as the constraints' duals: :func:`_duals` of the Farkas ray y with the
+    objective taken as 0 (a PSD constraint gets -A*(y)), the inequalities' duals projected onto y >= 0 (they are
+    >= 0 up to the ray's checked violation)."""
+    return _duals(problem, model, result.certificate.multipliers, math.inf, [], ray=True)
+
+
+def _duals(problem, model: StructuredModel, lam, max_value_bytes: float, too_large: list,
+           ray: bool = False) -> dict:
     """CVXPY's duals: -lambda on the rows of an equality or inequality (the engine's Lagrangian subtracts
-    lambda'(A(X) - b)); the block's dual slack S = C - A*(lambda) for a PSD constraint."""
-    lam = np.asarray(result.dual, dtype=np.float64)
+    lambda'(A(X) - b)); the block's dual slack S = C - A*(lambda) for a PSD constraint. With ``ray``, ``lam`` is a
+    Farkas ray: see :func:`_certificate_duals`."""
+    lam = np.asarray(lam, dtype=np.float64)
     duals = {}
     for constraint in problem.constraints:
         if constraint.id in model.constraint_rows:
             values = -lam[model.constraint_rows[constraint.id]]
+            if ray and not isinstance(constraint, (Equality, Zero)):
+                values = np.maximum(values, 0.0)
             duals[constraint.id] = values.reshape(constraint.shape, order="F") if constraint.shape else \
                 values.item()
     for k, block in enumerate(model.blocks):
@@ -716,6 +750,8 @@ def _duals(problem, model: StructuredModel, result: Result, max_value_bytes: flo
             too_large.append(f"the dual of the PSD constraint on a {n} x {n} block")
             continue
         slack = model.sdp.slack_matrix(k, lam).toarray()
+        if ray:
+            slack -= model.sdp.objective_matrix(k).toarray()
         for constraint in owners:
             duals[constraint.id] = slack
     return duals

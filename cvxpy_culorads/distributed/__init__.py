@@ -16,7 +16,8 @@ device. The modules, one idea each:
 - :mod:`~cvxpy_culorads.distributed.arrays`: :class:`Shards`, the split arrays and matrices (:class:`ShardedRows`,
   :class:`ShardedMatrix`, :class:`HaloPart`) and the halo exchange;
 - :mod:`~cvxpy_culorads.distributed.kernels`: the kernel contract over shards (:class:`ShardedKernels`);
-- :mod:`~cvxpy_culorads.distributed.backend`: :class:`ShardedBackend` and its factories;
+- :mod:`~cvxpy_culorads.distributed.backend`: :class:`ShardedBackend`, the ``Backend`` contract over shards, and its
+  factories, which build it already partitioned at the bounds the split operator chooses;
 - :mod:`~cvxpy_culorads.distributed.operators`: the split operators (:class:`ShardedSpheresOperator`,
   :class:`ShardedBlockOperator`).
 

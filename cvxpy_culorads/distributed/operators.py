@@ -4,10 +4,10 @@ operator (C V, sym(U V') sampled, A(X), A*(y) V, the dual slack), on row-space a
 The constraint space (multipliers, A(X), b) lives on the first device, whole. On a product of spheres
 (:class:`ShardedSpheresOperator`, the Riemannian phase) only the measurements between phase runs touch it; with any
 other constraints on the one block (:class:`ShardedBlockOperator`, phases I and II) every product sends each shard
-the multipliers of the constraints it touches and brings back its partial sums of A(X). Each operator chooses the
-shards' bounds from the problem's coordinates and partitions its
-:class:`~cvxpy_culorads.distributed.backend.ShardedBackend` with them; each shard then builds its parts on its
-device.
+the multipliers of the constraints it touches and brings back its partial sums of A(X). Each operator says which
+shards' bounds balance its work (its ``bounds``), the solve builds the
+:class:`~cvxpy_culorads.distributed.backend.ShardedBackend` split at them, and the operator serves that backend's
+shards as they are (any bounds give the same products); each shard builds its parts on its device.
 """
 from __future__ import annotations
 
@@ -60,6 +60,8 @@ class _ShardedOperator:
         ``halo_precision``: that of the halo rows in :meth:`rounded_objective_times`
         (``SplitSettings.halo_precision``)."""
         n, coords, xp = layout.n_rows, problem.C_coords[0], backend.xp
+        if shards.n != n:
+            raise ValueError(f"the backend's shards split {shards.n} rows, the problem has {n}")
         self.backend, self.layout, self.m, self.shards = backend, layout, problem.m, shards
         self.kernels = backend.kernels()
         self.row_scale = row_scale
@@ -124,6 +126,13 @@ class ShardedSpheresOperator(_ShardedOperator):
     exchanged, sym(U V') on the diagonal (the positions the constraints touch), A(X), A*(y) V, the dual slack as a
     :class:`ShardedMatrix` for the eigensolver, the start and the widening of the factor shard by shard."""
 
+    @staticmethod
+    def bounds(problem, layout, count: int) -> np.ndarray:
+        """The bounds of ``count`` shards that balance the rows' entries of C (a shard's work per product)."""
+        check_splittable(problem, layout)
+        rows, cols, _ = problem.C_coords[0]
+        return symmetric_bounds([(rows, cols)], layout.n_rows, count)
+
     def __init__(self, problem, backend: ShardedBackend, rescale: bool, layout, halo_precision: str = "double"):
         check_splittable(problem, layout)
         n, coeff = layout.n_rows, problem.A_coords[0]
@@ -139,9 +148,7 @@ class ShardedSpheresOperator(_ShardedOperator):
                 raise ValueError("a product of spheres has one constraint a_i X_jj = b_i per row j")
             row_con, row_coef = np.empty(n, index_type_for(n)), np.empty(n)
             row_con[coeff.row], row_coef[coeff.row] = coeff.con, coeff.val
-        rows, cols, _ = problem.C_coords[0]
-        xp = backend.xp
-        shards = backend.partition(symmetric_bounds([(rows, cols)], n, backend.count))
+        xp, shards = backend.xp, backend.shards
         row_scale = abs_median(coeff.val) if rescale else 1.0
 
         def build(s):
@@ -241,12 +248,18 @@ class ShardedBlockOperator(_ShardedOperator):
     The constraint space (y, A(X), b, the multipliers) is whole on the first device: what crosses devices per
     product is y at the constraints each shard touches, the samples' partial sums, and halo rows."""
 
+    @staticmethod
+    def bounds(problem, layout, count: int) -> np.ndarray:
+        """The bounds of ``count`` shards that balance the rows' entries of C and of A's coordinates (both are a
+        shard's work per product)."""
+        check_splittable(problem, layout)
+        (rows, cols, _), coeff = problem.C_coords[0], problem.A_coords[0]
+        return symmetric_bounds([(rows, cols), (coeff.row, coeff.col)], layout.n_rows, count)
+
     def __init__(self, problem, backend: ShardedBackend, rescale: bool, layout, halo_precision: str = "double"):
         check_splittable(problem, layout)
-        n, coeff, xp = layout.n_rows, problem.A_coords[0], backend.xp
-        (c_rows, c_cols, _), m = problem.C_coords[0], problem.m
-        # rows balanced by their entries of C and of A's coordinates (both are a shard's work per product)
-        shards = backend.partition(symmetric_bounds([(c_rows, c_cols), (coeff.row, coeff.col)], n, backend.count))
+        n, coeff, xp, m = layout.n_rows, problem.A_coords[0], backend.xp, problem.m
+        shards = backend.shards
         row_scale = (median_row_norm(constraint_squares(coeff.con, coeff.row, coeff.col, coeff.val, m))
                      if rescale else 1.0)
         index = index_type_for(max(n, m, 2 * coeff.row.size))

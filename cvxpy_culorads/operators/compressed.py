@@ -124,9 +124,9 @@ def coordinate_csr(backend, rows, cols, vals, shape, index_dtype):
     cols, vals = cols[order], vals[order]
     counts = xp.bincount(rows, minlength=shape[0]) if rows.size else xp.zeros(shape[0], np.int64)
     indptr = xp.concatenate([xp.zeros(1, counts.dtype), xp.cumsum(counts)])
-    if max(shape[1], int(indptr[-1])) >= np.iinfo(np.int32).max and backend.is_gpu:
+    if max(shape[1], int(indptr[-1])) >= np.iinfo(np.int32).max and not backend.wide_sparse_indices:
         raise ValueError(f"a sparse operator of shape {shape} with {int(indptr[-1])} nonzeros needs 64-bit "
-                         "indices, which cupyx.scipy.sparse does not support")
+                         f"indices, which the {backend.name} backend's sparse module does not support")
     return backend.sparse.csr_matrix((vals, cols.astype(index_dtype), indptr.astype(index_dtype)), shape=shape)
 
 

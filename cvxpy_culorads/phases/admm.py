@@ -95,7 +95,8 @@ class ADMMPhase:
         start_pinf = None
         pinf = math.inf
         best_gap, since_best_gap = math.inf, 0
-        check_every = 4 if self.backend.is_gpu else 1
+        # a CG convergence check reads a value back, which off the host waits for the device's queued work
+        check_every = 1 if self.backend.on_host else 4
         for _ in range(self.max_sweeps):
             shift = -st.lam - st.rho * op.b  # S = s C + A*(shift)
             cg_tol = max(min((1e-4 if self.reopt else 1e-2) * pinf, 1e-8), 1e-14)

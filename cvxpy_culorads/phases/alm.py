@@ -129,7 +129,7 @@ class ALMPhase:
 
     def __init__(self, op, state: SolverState, settings, norms, max_ranks, *, outer_budget: int,
                  rho_factor: float = 2.0, grow_ranks: bool = True, switch_when_feasible: bool = True,
-                 sphere=None, exit_tol: float | None = None):
+                 sphere=None, exit_tol: float | None = None, switch_tol: float | None = None):
         self.op, self.state, self.settings, self.norms = op, state, settings, norms
         self.backend = op.backend
         self.xp = op.backend.xp
@@ -140,6 +140,9 @@ class ALMPhase:
         self.switch_when_feasible = switch_when_feasible
         self.sphere = sphere  # a bounds.FixedTrace kept exact, or None
         self.exit_tol = settings.tol if exit_tol is None else exit_tol  # the sphere's exit: gap and pinf below it
+        # the primal infeasibility that hands over to phase II: ``tol`` from a warm start, which often starts below
+        # phase1_tol, where phase II's sweeps gain less per step than phase I's (decision record "warm-start")
+        self.switch_tol = settings.lorads.phase1_tol if switch_tol is None else switch_tol
         # the trace multiplier's change per unit of the gradient's normal part (``_gradient``), on the host once
         self.normal_to_multiplier = (None if sphere is None else
                                      sphere.size / (2.0 * float(op.backend.to_host(op.b[sphere.constraint]))))
@@ -315,7 +318,7 @@ class ALMPhase:
         for a residual whose root mean square shrinks like 1/sqrt(m), so with many constraints (completion) phase I
         otherwise runs on past the point where only the dual certificate is left to check (decision record
         "objective-apart-and-phase-one-exits")."""
-        tol, final = self.settings.lorads.phase1_tol, self.settings.tol
+        tol, final = self.switch_tol, self.settings.tol
         pinf, gap = progress.primal_infeasibility, progress.gap
         if self.sphere is not None:  # on the sphere phase I runs to the end (module docstring)
             return gap <= self.exit_tol and pinf <= self.exit_tol

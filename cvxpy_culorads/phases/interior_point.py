@@ -6,8 +6,8 @@ every PSD block is small enough to hold densely and the m x m Schur complement f
 (``memory.interior_point_fits``), the driver hands a problem that the low-rank phases have not
 certified to this method (``Settings.lorads.interior_point_handover``). It is the infeasible-start primal-dual
 method with the HKM direction and Mehrotra's predictor-corrector, as in SDPT3 and SDPA, written
-against the array namespace so it runs on either backend (on the host when every block is tiny,
-``DEVICE_MIN_ORDER``): per iteration one m x m Cholesky factorisation, and per block an inverse, a
+against the array namespace so it runs on either backend (the solve's, or the host's when every block is tiny:
+:func:`interior_point_backend`): per iteration one m x m Cholesky factorisation, and per block an inverse, a
 Cholesky factorisation and an eigenvalue problem of order n_k. The Schur complement M_ij = sum_k
 <A_ik, X_k A_jk S_k^-1> is formed per block either over the positions the constraints touch
 (|Omega_k|^2 memory: few positions, e.g. the theta problems) or from dense copies of the constraint
@@ -23,17 +23,20 @@ import math
 import numpy as np
 import scipy.sparse as sp
 
-from cvxpy_culorads.backends.backend import select_backend
+from cvxpy_culorads.backends.backend import CpuBackend
 from cvxpy_culorads.backends.memory import interior_point_groups, route_entries
 from cvxpy_culorads.certify.measures import relative_gap
 from cvxpy_culorads.phases.state import Progress, SolverState
 from cvxpy_culorads.problem.sdp import BlockCoefficients
 
-__all__ = ["InteriorPointPhase"]
+__all__ = ["InteriorPointPhase", "interior_point_backend"]
 
 MAX_ITERATIONS = 100
 STALL_ITERATIONS = 10  # iterations without a new best error estimate that end the method
-TARGET_SHARE = 0.1  # the iteration stops once its own error estimates are this share of tol
+# The iteration stops once its own error estimates are below tol^2: a gap of e leaves the multipliers off by about
+# sqrt(e) along the optimal face, and CVXPY's duals (complementarity, the duals of second-order cones recovered
+# from LMI duals) need them within tol; near the end the method converges superlinearly, so this costs a few
+# iterations (decision record "exact-statuses-and-cvxpy-duals")
 # Below this largest block order a GPU iteration is a string of tiny kernels whose launches cost more than the
 # arithmetic, so the method runs on the host and hands its point to the device at the end (decision record
 # "interior-point-small-operators").
@@ -132,17 +135,25 @@ class _Block:
         return self.dense @ products.T
 
 
-class InteriorPointPhase:
-    """The primal-dual interior-point method on the whole problem; iterate with ``for progress in phase.run()``."""
+def interior_point_backend(problem, backend):
+    """The backend the method runs on in a solve on ``backend``: the host's where every block is below
+    ``DEVICE_MIN_ORDER``, else ``backend`` itself."""
+    return CpuBackend() if max(problem.block_sizes, default=0) < DEVICE_MIN_ORDER else backend
 
-    def __init__(self, problem, backend, state: SolverState, layout, norms, tol: float, row_scale: float):
-        self.home = backend  # where the solver state lives
-        if max(problem.block_sizes, default=0) < DEVICE_MIN_ORDER:
-            backend = select_backend("cpu")
+
+class InteriorPointPhase:
+    """The primal-dual interior-point method on the whole problem; iterate with ``for progress in phase.run()``.
+
+    It computes on ``backend`` (the solve chooses it, :func:`interior_point_backend`) and leaves its best iterate in
+    ``state`` as arrays of ``home``, the solver state's backend (``backend`` when not given)."""
+
+    def __init__(self, problem, backend, state: SolverState, layout, norms, tol: float, row_scale: float,
+                 max_iterations: int = MAX_ITERATIONS, home=None):
+        self.home = backend if home is None else home
         self.backend, self.xp = backend, backend.xp
         self.state, self.layout, self.norms = state, layout, norms
-        self.row_scale = row_scale
-        self.target = TARGET_SHARE * tol
+        self.row_scale, self.max_iterations = row_scale, max_iterations
+        self.target = tol ** 2
         xp = self.xp
         problem = problem.expanded()  # the method works on dense blocks anyway
         self.blocks = [_Block(problem, members, backend) for members in interior_point_groups(problem.block_sizes)]
@@ -199,7 +210,7 @@ class InteriorPointPhase:
     def _iterations(self):
         xp = self.xp
         nu = sum(block.n for block in self.blocks) + self.x.size
-        for iteration in range(1, MAX_ITERATIONS + 1):
+        for iteration in range(1, self.max_iterations + 1):
             rp = self.b - self._apply(self.X, self.x)
             Rd, rd_lp = self._dual_residuals()
             primal = float(sum(xp.vdot(block.C, X) for block, X in zip(self.blocks, self.X)) + self.c_lp @ self.x)
@@ -303,7 +314,7 @@ class InteriorPointPhase:
 
     def _solve(self, L, h):
         xp = self.xp
-        solve = _triangular_solver(self.backend)
+        solve = self.backend.linalg.solve_triangular
         # L is finite (``_factorise``) and so is h (``_direction``): SciPy's finiteness checks would cost more than the
         # solves on small problems
         return (solve(L.T, solve(L, h, lower=True, check_finite=False), lower=False, check_finite=False) if L.size
@@ -366,14 +377,6 @@ def _operator(matrix, backend, dense_entries: int):
 
 def _sym(M):
     return 0.5 * (M + M.T)
-
-
-def _triangular_solver(backend):
-    if backend.is_gpu:
-        import cupyx.scipy.linalg
-        return cupyx.scipy.linalg.solve_triangular
-    import scipy.linalg
-    return scipy.linalg.solve_triangular
 
 
 def _inverse(S, xp):

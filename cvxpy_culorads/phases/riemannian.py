@@ -142,9 +142,12 @@ class RiemannianPhase:
                 R_new, CR_new, objective = accepted
                 accepted = D = CR = None  # freed before G_new is allocated: the phase's peak of factor-sized arrays
                 G_new = self._gradient(R_new, CR_new, s)
-                step = self.kernels.scale_add(st.R, -1.0, R_new, 1.0)  # R_new - R, in R's memory
+                # the state moves to R_new before the old R's memory is reused: an interrupt (Ctrl-C) between any
+                # two lines leaves the state a point of the spheres, never the step R_new - R
+                R, st.R = st.R, R_new
+                step = self.kernels.scale_add(R, -1.0, R_new, 1.0)  # R_new - R, in R's memory
                 lbfgs.push(step, self.kernels.scale_add(G, -1.0, G_new, 1.0))  # G_new - G, in G's memory
-                st.R, CR, G = R_new, self._kept(CR_new), G_new
+                R, CR, G = None, self._kept(CR_new), G_new
                 CR_new = None
                 self.moves += 1
         finally:

@@ -1,16 +1,19 @@
-"""Reading and writing SDPA sparse files (``.dat-s``, also gzip- or xz-compressed by suffix).
-An SDPA file states ``max <F0, Y> s.t. <F_i, Y> = c_i, Y PSD``; :func:`read_sdpa` returns it in the
-solver's minimisation form ``C = -F0``, ``A_i = F_i``, ``b = c`` (so the SDPA objective is minus the
-reported primal objective), with every diagonal (negative-size) block, wherever it sits in the block list,
-concatenated in file order into the nonnegative variables. :func:`write_sdpa` is its exact inverse. The
-header is read line by line and the entry lines in one vectorised pass; when the data are malformed the
-file is scanned again so that the ``ValueError`` names the offending line as ``path:line: what``. The
-helpers :func:`open_text`, :func:`uncompressed_name`, :func:`file_stem`, :func:`read_table` and
-:func:`row_error` are shared with the graph readers of :mod:`cvxpy_culorads.models`.
+"""Reading and writing SDPA sparse files (``.dat-s``, also gzip- or xz-compressed by suffix), and reading them from
+binary streams such as standard input (compression detected by magic bytes). An SDPA file states
+``max <F0, Y> s.t. <F_i, Y> = c_i, Y PSD``; :func:`read_sdpa` returns it in the solver's minimisation form
+``C = -F0``, ``A_i = F_i``, ``b = c`` (so the SDPA objective is minus the reported primal objective), with every
+diagonal (negative-size) block, wherever it sits in the block list, concatenated in file order into the nonnegative
+variables. :func:`write_sdpa` is its exact inverse. The header is read line by line and the entry lines in one
+vectorised pass; when the data are malformed the file is scanned again so that the ``ValueError`` names the
+offending line as ``path:line: what``. Sizes declared beyond the host's memory are refused in the same way once the
+header declares them, before anything is allocated.
+The helpers :func:`open_text`, :func:`source_name`, :func:`uncompressed_name`, :func:`file_stem`, :func:`read_table`
+and :func:`row_error` are shared with the graph readers of :mod:`cvxpy_culorads.models`.
 """
 from __future__ import annotations
 
 import gzip
+import io
 import itertools
 import lzma
 import os
@@ -22,32 +25,71 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
+from cvxpy_culorads.hostmemory import available_bytes
 from cvxpy_culorads.problem.sdp import SDPProblem
 
-__all__ = ["read_sdpa", "write_sdpa", "open_text", "uncompressed_name", "file_stem", "read_table", "row_error"]
+__all__ = ["read_sdpa", "write_sdpa", "open_text", "source_name", "uncompressed_name", "file_stem", "read_table",
+           "row_error"]
 
 _OPENERS = {".gz": gzip.open, ".xz": lzma.open}
+_MAGIC_OPENERS = {b"\x1f\x8b": gzip.open, b"\xfd7zXZ\x00": lzma.open}  # streams have no suffix
 # What reading raises on data that cannot be decompressed (corrupt, truncated, not gzip/xz) or decoded as UTF-8.
 _DECODE_ERRORS = (EOFError, zlib.error, gzip.BadGzipFile, lzma.LZMAError, UnicodeDecodeError)
 # SDPA headers may wrap numbers in braces or parentheses and separate them with commas.
 _PUNCTUATION = str.maketrans("{}(),'", "      ")
 _ENTRY_FIELDS = "matno block i j value"
+# The least a solve of any declared problem holds, whatever the settings: per variable row (a PSD block's row or a
+# nonnegative variable) four float64 vectors at rank one (the factor, its gradient, a step, C times the factor), per
+# constraint three (b, the multipliers, the residual). The solver's own estimates (backends/memory.py) are far
+# larger; this one only refuses files that cannot be solved at all.
+_BYTES_PER_ROW, _BYTES_PER_CONSTRAINT = 4 * 8, 3 * 8
 
 
 # ---------------------------------------------------------------------------------------- shared helpers
 @contextmanager
-def open_text(path: str | os.PathLike, mode: str = "rt"):
+def open_text(path, mode: str = "rt"):
     """Open a text file for reading (``"rt"``) or writing (``"wt"``), through gzip or xz by suffix.
 
-    Data that cannot be decompressed or decoded, wherever the body reads them, raise ``ValueError`` naming
-    the file; a file that cannot be opened (missing, no permission) raises ``OSError`` as usual.
+    ``path`` may also be a seekable binary stream (``io.BytesIO``, an open file) to read: it is read from its
+    beginning, through gzip or xz when it starts with their magic bytes, and left open. Data that cannot be
+    decompressed or decoded, wherever the body reads them, raise ``ValueError`` naming the file
+    (:func:`source_name`); a file that cannot be opened (missing, no permission) raises ``OSError`` as usual.
     """
-    opener = _OPENERS.get(Path(path).suffix.lower(), open)
-    with opener(path, mode, encoding="utf-8") as f:
+    if isinstance(path, (str, os.PathLike)):
+        opener = _OPENERS.get(Path(path).suffix.lower(), open)
+        text = opener(path, mode, encoding="utf-8")
+    else:
+        text = _stream_text(path)
+    with text as f:
         try:
             yield f
         except _DECODE_ERRORS as exc:
-            raise ValueError(f"{path}: cannot decode the file ({exc})") from None
+            raise ValueError(f"{source_name(path)}: cannot decode the file ({exc})") from None
+
+
+@contextmanager
+def _stream_text(stream):
+    """The text of a seekable binary stream from its beginning, decompressed by its magic bytes; the stream stays
+    open."""
+    stream.seek(0)
+    magic = stream.read(6)
+    stream.seek(0)
+    decompressor = next((opener for prefix, opener in _MAGIC_OPENERS.items() if magic.startswith(prefix)), None)
+    raw = stream if decompressor is None else decompressor(stream)
+    text = io.TextIOWrapper(raw, encoding="utf-8")
+    try:
+        yield text
+    finally:
+        text.detach()  # closing the wrapper would close the caller's stream
+        if decompressor is not None:
+            raw.close()  # a decompressor over a file object leaves that object open
+
+
+def source_name(path) -> str:
+    """How messages name a file: its path, or a stream's ``name`` attribute (``<stdin>``), else ``<stream>``."""
+    if isinstance(path, (str, os.PathLike)):
+        return str(path)
+    return str(getattr(path, "name", "<stream>"))
 
 
 def uncompressed_name(path: str | os.PathLike) -> str:
@@ -92,21 +134,22 @@ def read_table(f, path, skip: int, columns: int, description: str, comments: str
         return np.empty((0, columns))
     if table is not None and table.shape[1] == columns:
         return table
+    name = source_name(path)
     for lineno, fields in _data_lines(path, skip, comments):
         if len(fields) != columns:
-            raise ValueError(f"{path}:{lineno}: expected {columns} fields ({description}), found {len(fields)}")
+            raise ValueError(f"{name}:{lineno}: expected {columns} fields ({description}), found {len(fields)}")
         for field in fields:
             try:
                 float(field)
             except ValueError:
-                raise ValueError(f"{path}:{lineno}: {field!r} is not a number") from None
-    raise ValueError(f"{path}: the data lines after line {skip} cannot be parsed as numbers")
+                raise ValueError(f"{name}:{lineno}: {field!r} is not a number") from None
+    raise ValueError(f"{name}: the data lines after line {skip} cannot be parsed as numbers")
 
 
 def row_error(path, skip: int, row: int, message: str, comments: str | None = None) -> ValueError:
     """A ``ValueError`` for row ``row`` of a table from :func:`read_table`, naming its line in the file."""
     lineno, _ = next(itertools.islice(_data_lines(path, skip, comments), row, None))
-    return ValueError(f"{path}:{lineno}: {message}")
+    return ValueError(f"{source_name(path)}:{lineno}: {message}")
 
 
 def _leading_numbers(text: str) -> list[float]:
@@ -125,7 +168,7 @@ class _HeaderReader:
 
     def __init__(self, f, path):
         self._f = f
-        self.path = path
+        self.path = source_name(path)
         self.lineno = 0
         self._in_leading_comments = True
 
@@ -174,13 +217,17 @@ class _HeaderReader:
 
 
 # ---------------------------------------------------------------------------------------- SDPA reader
-def read_sdpa(path: str | os.PathLike) -> SDPProblem:
+def read_sdpa(path) -> SDPProblem:
     """Read an SDPA sparse file (``.dat-s``, ``.dat-s.gz`` or ``.dat-s.xz``) into an :class:`SDPProblem`.
 
-    The problem is returned in minimisation form (``C = -F0``, ``A_i = F_i``, ``b = c``); diagonal blocks
-    become the nonnegative variables ``x_lp``, concatenated in file order. Its name is the file stem.
-    Malformed files raise ``ValueError("path:line: what is wrong")``.
+    ``path`` may also be a binary stream (``sys.stdin.buffer``, ``io.BytesIO``), plain or gzip/xz-compressed; one
+    that cannot seek is read into memory first. The problem is returned in minimisation form (``C = -F0``,
+    ``A_i = F_i``, ``b = c``); diagonal blocks become the nonnegative variables ``x_lp``, concatenated in file
+    order. Its name is the file stem (a stream's name, e.g. ``<stdin>``). Malformed files raise
+    ``ValueError("path:line: what is wrong")``, and so do files whose declared sizes need more memory than the
+    host has available (:func:`~cvxpy_culorads.hostmemory.available_bytes`), before the c vector is read.
     """
+    path = _rereadable(path)
     with open_text(path) as f:
         header = _HeaderReader(f, path)
         (m,) = header.integers(1, "the number of constraints m")
@@ -192,6 +239,7 @@ def read_sdpa(path: str | os.PathLike) -> SDPProblem:
         sizes = header.integers(nblock, "the block sizes")
         if np.any(sizes == 0):
             raise header.error("a block size is 0")
+        _check_memory(header, m, sizes)
         b = header.numbers(m, "the c vector")
         table = read_table(f, path, header.lineno, 5, _ENTRY_FIELDS)
     invalid = _first_invalid_entry(table, m, sizes)
@@ -199,9 +247,32 @@ def read_sdpa(path: str | os.PathLike) -> SDPProblem:
         row, message = invalid
         raise row_error(path, header.lineno, row, message)
     try:
-        return _assemble(table, sizes, b, file_stem(path))
+        return _assemble(table, sizes, b, file_stem(source_name(path)))
     except ValueError as exc:
-        raise ValueError(f"{path}: {exc}") from None
+        raise ValueError(f"{source_name(path)}: {exc}") from None
+
+
+def _rereadable(path):
+    """``path``, or a stream that cannot seek (a pipe) read into memory under its name: errors read a file twice."""
+    if isinstance(path, (str, os.PathLike)) or path.seekable():
+        return path
+    buffer = io.BytesIO(path.read())
+    buffer.name = source_name(path)
+    return buffer
+
+
+def _check_memory(header: _HeaderReader, m: int, sizes: np.ndarray) -> None:
+    """Refuse, as bad input at the sizes' line, declared sizes whose least memory (``_BYTES_PER_ROW``,
+    ``_BYTES_PER_CONSTRAINT``) exceeds what the host has available; nothing is refused when that is unknown."""
+    # Python integers: products of declared sizes may overflow int64
+    psd_order = sum(int(size) for size in sizes if size > 0)
+    n_lp = sum(-int(size) for size in sizes if size < 0)
+    need = _BYTES_PER_ROW * (psd_order + n_lp) + _BYTES_PER_CONSTRAINT * int(m)
+    available = available_bytes()
+    if available is not None and need > available:
+        raise header.error(
+            f"the declared sizes (m = {m}, PSD blocks of total order {psd_order}, {n_lp} nonnegative variables) "
+            f"need at least {need / 2**30:.3g} GiB of memory to solve, but {available / 2**30:.3g} GiB are available")
 
 
 def _first_invalid_entry(table: np.ndarray, m: int, sizes: np.ndarray) -> tuple[int, str] | None:

@@ -512,6 +512,12 @@ class SDPProblem:
                 for (_, _, v), t in zip(self.C_coords, self.C_low_rank)] + [abs_max(self.c_lp)]
         return float(max(vals))
 
+    @property
+    def A_norm_inf(self) -> float:
+        """The largest |coefficient| of the constraints (a low-rank term counts its largest entry, unexpanded)."""
+        return float(max([abs_max(c.val) for c in self.A_coords] + [abs_max(self.A_lp.data)]
+                         + [t.term.max_abs_entry() for t in self.A_low_rank if t.term is not None]))
+
     def __repr__(self) -> str:
         return (f"SDPProblem(name={self.name!r}, m={self.m}, psd_blocks={list(self.block_sizes)}, "
                 f"n_lp={self.n_lp}, nnz(A)={self.nnz}{', low-rank terms' if self.has_low_rank else ''})")

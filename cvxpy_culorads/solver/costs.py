@@ -37,11 +37,6 @@ GPU_STEP_SECONDS = 6.0e-4  # one low-rank step on the GPU, launch-bound (decisio
 LOW_RANK_STEP_SECONDS = {False: 2.5e-4, True: GPU_STEP_SECONDS}  # fixed cost of one step on the CPU / the GPU
 LOW_RANK_SECONDS_PER_ROW_RANK = 2.8e-7  # per n r and step (CPU)
 GPU_HOST_STEP_SECONDS, GPU_HOST_SECONDS_PER_ROW_RANK = 2.5e-4, 2.0e-8  # one step on a GPU machine's CPU
-# once the low-rank phases have run this many times the interior-point method's estimate, it takes over: at 1,
-# as in the ski-rental problem, the time never exceeds twice that of the better route (given the estimate)
-HANDOVER_FACTOR = 1.0
-
-
 @dataclass(frozen=True)
 class RouteCosts:
     """Estimated seconds of the interior-point method and of the low-rank phases on one problem."""
@@ -62,11 +57,6 @@ class RouteCosts:
     @property
     def interior_point_first(self) -> bool:
         return self.interior_point <= max(self.low_rank, IPM_CHEAP_SECONDS)
-
-    @property
-    def handover_seconds(self) -> float:
-        """Seconds of low-rank phases after which the interior-point method takes over."""
-        return HANDOVER_FACTOR * self.interior_point
 
     def describe(self) -> str:
         return (f"estimated {self.interior_point:.3g} s for the interior-point method, {self.low_rank:.3g} s for "

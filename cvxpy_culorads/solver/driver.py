@@ -14,21 +14,20 @@ block is solved as X = D Y D, and a split problem in the order its shards take; 
 """
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import functools
 import time
 
-from threadpoolctl import ThreadpoolController
-
 from cvxpy_culorads.distributed import RowOrder
-from cvxpy_culorads.problem.scaling import DiagonalScaling
+from cvxpy_culorads.problem.scaling import DataUnits, DiagonalScaling
 from cvxpy_culorads.result import Result, Status
 from cvxpy_culorads.settings import Algorithm, Settings
-from cvxpy_culorads.solver.outcome import divergence_status, result_of
-from cvxpy_culorads.solver.plan import plan
+from cvxpy_culorads.solver.log import LOGGER, VERSION, logging_for, logs
+from cvxpy_culorads.solver.outcome import divergence_status, result_of, with_certificate
+from cvxpy_culorads.solver.plan import plan, split_refusal
 from cvxpy_culorads.solver.run import Run, Step
 from cvxpy_culorads.solver.strategies import interior_point, run_strategy, strategy_for
+from cvxpy_culorads.solver.tuning import DEFAULT_TUNING, Tuning
+from cvxpy_culorads.solver.warm import WarmStart, resumed_fields
 
 __all__ = ["solve"]
 
@@ -37,7 +36,8 @@ RENUMBERING_LEFTOVER = 1e-3  # seconds of time limit a split solve keeps when re
 INTERRUPT_MEASURE_SECONDS = 1.0  # what measuring the point costs after Ctrl-C when none was measured yet
 
 
-def solve(problem, settings: Settings | None = None, **options) -> Result:
+def solve(problem, settings: Settings | None = None, *, warm_start: Result | None = None,
+          tuning: Tuning | None = None, **options) -> Result:
     """Solve ``problem`` (an :class:`~cvxpy_culorads.SDPProblem`) with LoRADS.
 
     **Arguments:**
@@ -45,20 +45,40 @@ def solve(problem, settings: Settings | None = None, **options) -> Result:
     - ``problem``: the SDP.
     - ``settings``: a :class:`~cvxpy_culorads.Settings`; keyword ``options`` override its fields
       (unknown names raise ``ValueError``).
+    - ``warm_start``: the :class:`~cvxpy_culorads.Result` of an earlier solve of a problem with the same variables
+      (PSD blocks' orders, number of nonnegative variables): the low-rank phases start from its factors, ranks,
+      and, where the number of constraints is the same, its multipliers and penalty (``solver/warm.py``); with other
+      variables the solve starts cold and ``Result.message`` says why.
+    - ``tuning``: the solver's tuning constants (:class:`~cvxpy_culorads.solver.tuning.Tuning`), for tests and
+      studies; None: the defaults.
 
     **Returns:** a :class:`~cvxpy_culorads.Result`; its status is OPTIMAL only when the criteria measured on the
     returned factors and multipliers are all within ``tol``. A badly scaled block is solved as X = D Y D
     (``scaling.py``); the factors returned are the original problem's.
     """
     settings = Settings.from_options(settings, **options)
-    if settings.device_count == 1:
-        return _solve_scaled(problem, settings)
+    with logging_for(settings.verbose):
+        result = _solve_on_devices(problem, settings, warm_start, tuning)
+        if logs(settings.verbose):
+            LOGGER.info(result.summary())
+    return result
+
+
+def _solve_on_devices(problem, settings: Settings, warm_start: Result | None, tuning: Tuning | None) -> Result:
+    """:func:`solve` on one device, or split over the devices in the order their shards take."""
+    warm, refusal = WarmStart.of(problem, warm_start)
+    tuning = DEFAULT_TUNING if tuning is None else tuning
+    if settings.device_count == 1 or split_refusal(problem, settings) is not None:
+        return with_certificate(problem, settings, _solve_scaled(problem, settings, warm, refusal, tuning),
+                                lambda auxiliary, limits: _solve_scaled(auxiliary, limits, None, "", tuning))
     start = time.perf_counter()
     order = RowOrder.of(problem, settings)
     renumbered = problem if order is None else order.apply(problem)
+    if order is not None and warm is not None:
+        warm = warm.reordered(order.order)
     spent = time.perf_counter() - start  # part of the solve: the time limit and the times reported include it
     result = _solve_scaled(renumbered, dataclasses.replace(
-        settings, time_limit=max(settings.time_limit - spent, RENUMBERING_LEFTOVER)))
+        settings, time_limit=max(settings.time_limit - spent, RENUMBERING_LEFTOVER)), warm, refusal, tuning)
     result = dataclasses.replace(result, solve_time=result.solve_time + spent, setup_time=result.setup_time + spent)
     if order is None:
         return result
@@ -66,23 +86,41 @@ def solve(problem, settings: Settings | None = None, **options) -> Result:
                                message="; ".join(filter(None, [result.message, order.describe()])))
 
 
-def _solve_scaled(problem, settings: Settings) -> Result:
-    """:func:`solve` of a problem in the order its shards take."""
+def _solve_scaled(problem, settings: Settings, warm: WarmStart | None, refusal: str, tuning: Tuning) -> Result:
+    """:func:`solve` of a problem in the order its shards take, from ``warm`` (its factors in that order), or cold
+    for the reason ``refusal`` (which the plan and the message name). The problem is solved in its data's units
+    (``scaling.DataUnits``) and its badly scaled blocks as X = D Y D; the answer is mapped back to the user's."""
+    start = time.perf_counter()
     scaling = DiagonalScaling.of(problem)
-    if scaling is None:
-        return _solve(Run(problem, settings, plan(problem, settings)))
-    scaled = scaling.apply(problem)
-    result = _solve(Run(scaled, settings, plan(scaled, settings)))
-    rescaled = sum(d is not None for d in scaling.diagonals)
-    return dataclasses.replace(result, factors=scaling.unscale_factors(result.factors),
-                               message=f"{result.message}; {rescaled} badly scaled block(s) solved as X = D Y D "
-                                       "(min_eigenvalues are those of D S D)")
+    units = DataUnits.of(problem, rescale=scaling is None)
+    problem, warm = units.apply(problem), units.warm_start(warm)
+    if scaling is not None:
+        problem = scaling.apply(problem)
+        warm = None if warm is None else warm.scaled(scaling.diagonals)
+    spent = time.perf_counter() - start  # part of the solve: the time limit and the times reported include it
+    settings = dataclasses.replace(settings, time_limit=max(settings.time_limit - spent, RENUMBERING_LEFTOVER))
+    result = _solve(Run(problem, settings, _planned(problem, settings, warm, refusal, tuning)))
+    result = dataclasses.replace(result, message="; ".join(filter(None, [result.message, refusal])),
+                                 solve_time=result.solve_time + spent, setup_time=result.setup_time + spent)
+    if scaling is not None:
+        rescaled = sum(d is not None for d in scaling.diagonals)
+        result = dataclasses.replace(result, factors=scaling.unscale_factors(result.factors),
+                                     message=f"{result.message}; {rescaled} badly scaled block(s) solved as X = D Y D "
+                                             "(min_eigenvalues are those of D S D)")
+    return units.unscale(result)
+
+
+def _planned(problem, settings: Settings, warm: WarmStart | None, refusal: str, tuning: Tuning):
+    """The plan, with the reason a warm start was refused among its reasons."""
+    decided = plan(problem, settings, warm, tuning)
+    return dataclasses.replace(decided, reasons=decided.reasons + (refusal,)) if refusal else decided
 
 
 def _solve(run: Run) -> Result:
     problem = run.problem
-    run.say(f"cvxpy_culorads: {problem!r} on {run.device()}; {'; '.join(run.plan_reasons())}; initial ranks "
-            f"{run.state.ranks}; {_route(run)}")
+    changed = ", ".join(f"{name}={value!r}" for name, value in run.settings.changed().items()) or "defaults"
+    run.say(f"cvxpy_culorads {VERSION}: {problem!r} on {run.device()}; settings: {changed}")
+    run.say(f"plan: {'; '.join(run.plan_reasons())}; initial ranks {run.state.ranks}; {_route(run)}")
     run.say(f"{'phase':>5} {'iter':>7} {'primal obj':>15} {'dual obj':>15} {'pinf':>9} {'gap':>9} "
             f"{'rho':>9} {'rank':>5} {'time':>9}")
     stop_status, evidence = None, ""
@@ -103,10 +141,18 @@ def _solve(run: Run) -> Result:
             run.keep_current()
     except KeyboardInterrupt:
         stop_status = Status.INTERRUPTED
-        if run.best is None:  # measure the point, briefly: whoever pressed Ctrl-C wants to stop now
+        if run.best is None or not run.best.evaluation.measured:
+            # measure the point, briefly (whoever pressed Ctrl-C wants to stop now); a point the interrupt left
+            # unfinished gives way to the start, which is at least a point
             run.measure_deadline = min(run.measure_deadline, time.perf_counter() + INTERRUPT_MEASURE_SECONDS)
+            if not run.current_is_finite():
+                run.state = run.initial_state()
             run.keep_current()
-    return result_of(run, run.best, stop_status, evidence, _route(run))
+    try:
+        result = result_of(run, run.best, stop_status, evidence, _route(run))
+    except KeyboardInterrupt:  # during the evidence of infeasibility, which an INTERRUPTED result does not seek
+        result = result_of(run, run.best, Status.INTERRUPTED, "", _route(run))
+    return dataclasses.replace(result, **resumed_fields(run.state, run.op.row_scale))
 
 
 def _routes(run: Run) -> Step:
@@ -122,12 +168,7 @@ def _routes(run: Run) -> Step:
             run.say("the interior-point method did not meet tol: the low-rank phases take over")
             run.state = run.initial_state()
     if run.best is None or run.best.evaluation.worst > tol:
-        # The low-rank phases make many BLAS-1 calls on arrays of 10^4..10^6 entries: multithreaded OpenBLAS gains
-        # nothing there and, with the cores busy, turns a 12 us dot into a millisecond one. The interior-point
-        # method's dense factorisations do gain from threads.
-        with (_blas_threads().limit(limits=1, user_api="blas") if not run.backend.is_gpu
-              else contextlib.nullcontext()):
-            step = run_strategy(run, strategy_for(run.plan.phases, run))
+        step = run_strategy(run, strategy_for(run.plan.phases, run))
         if step is Step.HANDOVER:
             run.say(f"the low-rank phases used their share ({run.inner_iterations} iterations)")
             run.keep_current()
@@ -157,17 +198,9 @@ def _route(run: Run) -> str:
     if run.routes is not None:
         first = "interior-point method first" if _interior_point_first(run) else "low-rank phases first"
         algorithm = run.settings.algorithm
-        why = "by estimated cost" if algorithm is Algorithm.AUTO else f"algorithm={algorithm.value!r}"
+        why = (f"algorithm={algorithm.value!r}" if algorithm is not Algorithm.AUTO else
+               "by estimated cost, from a warm start" if run.plan.warm_start is not None else "by estimated cost")
         return f"{first} ({why}): {run.routes.describe()}"
     if not run.plan.interior_point_allowed:
         return "low-rank phases only: interior_point_handover=False"
     return "low-rank phases only: too large for the interior-point method"
-
-
-@functools.cache
-def _blas_threads() -> ThreadpoolController:
-    """The process's thread pools, found once: finding them reads /proc/self/maps (2 ms, a twentieth of a small
-    solve)."""
-    return ThreadpoolController()
-
-

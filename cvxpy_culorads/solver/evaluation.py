@@ -45,6 +45,11 @@ class Evaluation:
                    criteria_of(settings.criterion, errors, None), [])
 
     @property
+    def measured(self) -> bool:
+        """Whether the point was finite and measured (not :meth:`unmeasurable`)."""
+        return math.isfinite(self.primal_objective)
+
+    @property
     def worst(self) -> float:
         return worst(self.criteria.values())
 

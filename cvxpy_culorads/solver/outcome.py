@@ -3,20 +3,28 @@
 
 A status is decided here only: OPTIMAL when the criteria measured on the returned point hold; otherwise what stopped
 the solve (a limit, Ctrl-C), or INACCURATE within ``reduced_tol``, STALLED above it, and for a stalled point the
-infeasibility evidence of the multipliers' direction (:func:`infeasibility_evidence`).
+infeasibility evidence of the multipliers' direction (:func:`infeasibility_evidence`). A solve that ends without an
+answer on a problem small enough for the interior-point method then looks for a proof (:func:`with_certificate`):
+the engine solves the problem's Farkas and ray problems (``certify/rays.py``), and a ray that passes the independent
+check makes the status INFEASIBLE or UNBOUNDED, with the ray as ``Result.certificate``.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
+import time
 
 import numpy as np
 
+from cvxpy_culorads.backends.memory import interior_point_work_bytes
 from cvxpy_culorads.certify.certificates import farkas_violations, is_primal_ray
+from cvxpy_culorads.certify.rays import check_farkas, check_ray, farkas_problem, ray_problem
 from cvxpy_culorads.result import Result, Status
 from cvxpy_culorads.settings import Settings
 from cvxpy_culorads.solver.evaluation import Evaluation
 
-__all__ = ["result_of", "status_of", "divergence_status", "infeasibility_evidence", "INFEASIBLE_SIZE_FACTOR"]
+__all__ = ["result_of", "status_of", "divergence_status", "infeasibility_evidence", "with_certificate",
+           "INFEASIBLE_SIZE_FACTOR"]
 
 # the multipliers' direction is evidence of infeasibility when every feasible point would have to be this many
 # times larger than the largest the method reached
@@ -58,7 +66,6 @@ def result_of(run, best, stop_status: Status | None, evidence: str, route: str) 
                     min_eigenvalues=tuple(pair.value for pair in evaluation.eigenpairs),
                     device=run.device(), message=message, route=route, plan=run.plan_reasons(),
                     log=tuple(run.log or ()))
-    run.say(result.summary())
     return result
 
 
@@ -104,14 +111,82 @@ def infeasibility_evidence(run) -> str:
     return ""
 
 
-def message_of(status: Status, evaluation: Evaluation, settings: Settings) -> str:
-    measures = ", ".join(evaluation.criteria)
+# the statuses whose point is no answer and that a proof may settle (a limit or Ctrl-C ends the solve as it is)
+_UNSETTLED = frozenset({Status.STALLED, Status.NUMERICAL_ERROR, Status.INFEASIBLE_INACCURATE,
+                        Status.UNBOUNDED_INACCURATE})
+
+
+def with_certificate(problem, settings: Settings, result: Result, solve) -> Result:
+    """``result``, or where it has no answer (``_UNSETTLED``) and the problem is small enough for the
+    interior-point method, the same result with status INFEASIBLE or UNBOUNDED and the checked ray
+    (``certify/rays.py``) when one is found within the time left. ``solve(problem, settings)`` is the engine's
+    solve without this search (a Farkas or ray problem is always feasible and bounded, so it needs none).
+
+    The Farkas problem is solved first where the evidence does not point to unboundedness: a problem that is both
+    infeasible and unbounded is reported infeasible, as CVXPY's conic solvers do."""
+    if result.status not in _UNSETTLED or interior_point_work_bytes(problem) is None:
+        return result
+    start = time.perf_counter()
+    searches = [_farkas_ray, _primal_ray] if problem.m else [_primal_ray]  # no constraint, no Farkas ray
+    if result.status is Status.UNBOUNDED_INACCURATE:
+        searches.reverse()
+    for search in searches:
+        left = settings.time_limit - result.solve_time - (time.perf_counter() - start)
+        if not left > 0.0:
+            break
+        auxiliary = dataclasses.replace(settings, time_limit=left, keep_log=False)
+        try:
+            found = search(problem, auxiliary, solve)
+        except MemoryError:  # the auxiliary problem does not fit in the memory left: no ray from it
+            found = None
+        if found is not None:
+            status, certificate, how = found
+            return dataclasses.replace(result, status=status, certificate=certificate,
+                                       solve_time=result.solve_time + time.perf_counter() - start,
+                                       message=f"{message_of(status, None, settings)}: {how} (the solve itself ended "
+                                               f"{result.status.value}: {result.message})")
+    return dataclasses.replace(result, solve_time=result.solve_time + time.perf_counter() - start)
+
+
+def _farkas_ray(problem, settings: Settings, solve):
+    """(INFEASIBLE, certificate, how) from the multipliers of the Farkas problem, or None."""
+    auxiliary = solve(farkas_problem(problem), settings)
+    if not (auxiliary.status.has_solution and auxiliary.primal_objective > 0.0):
+        return None
+    certificate = check_farkas(problem, auxiliary.dual, settings.tol)
+    if certificate is None:
+        return None
+    return Status.INFEASIBLE, certificate, (f"a Farkas ray y with b'y = 1 and violations {certificate.violation:.2e} "
+                                            f"(tol = {settings.tol:g})")
+
+
+def _primal_ray(problem, settings: Settings, solve):
+    """(UNBOUNDED, certificate, how) from the solution of the ray problem, or None."""
+    auxiliary = solve(ray_problem(problem), settings)
+    if not (auxiliary.status.has_solution and auxiliary.primal_objective < 0.0):
+        return None
+    certificate = check_ray(problem, auxiliary.factors, auxiliary.x_lp[:problem.n_lp], settings.tol,
+                            descent=settings.inaccurate_tol)
+    if certificate is None:
+        return None
+    return Status.UNBOUNDED, certificate, (f"a primal ray D of unit size with <C, D> = {certificate.objective:.3g} "
+                                           f"and ||A(D)||_inf = {certificate.violation:.2e} ||A||_inf")
+
+
+def message_of(status: Status, evaluation: Evaluation | None, settings: Settings) -> str:
+    measures = "" if evaluation is None else ", ".join(evaluation.criteria)
     return {
-        Status.OPTIMAL: f"{measures} within tol = {settings.tol:g}",
+        # (only criterion="dimacs" can leave the certified gap above tol at OPTIMAL)
+        Status.OPTIMAL: f"{measures} within tol = {settings.tol:g}" + (
+            f", but the certified gap {evaluation.certified_gap:.2g} exceeds tol: the paper's rule does not prove the "
+            "objective within tol of the optimum" if evaluation is not None
+            and (evaluation.certified_gap or 0.0) > settings.tol else ""),
         Status.INACCURATE: f"stopped with {measures} within reduced_tol = {settings.inaccurate_tol:g} but not all "
                            f"within tol = {settings.tol:g}",
         Status.STALLED: f"stopped without progress, {measures} not all within reduced_tol = "
                         f"{settings.inaccurate_tol:g}: the point is no answer",
+        Status.INFEASIBLE: "the problem is infeasible",
+        Status.UNBOUNDED: "the problem is unbounded",
         Status.INFEASIBLE_INACCURATE: "the problem appears to be infeasible",
         Status.UNBOUNDED_INACCURATE: "the problem appears to be unbounded",
         Status.TIME_LIMIT: f"time_limit = {settings.time_limit:g} s reached",

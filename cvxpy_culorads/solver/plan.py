@@ -22,8 +22,10 @@ from cvxpy_culorads.phases.riemannian import Spheres
 from cvxpy_culorads.phases.state import RANK_FACTOR, SPHERES_RANK_FACTOR, block_ranks
 from cvxpy_culorads.settings import Algorithm, Settings
 from cvxpy_culorads.solver.costs import DeviceCosts
+from cvxpy_culorads.solver.tuning import DEFAULT_TUNING, Tuning
+from cvxpy_culorads.solver.warm import WarmStart
 
-__all__ = ["Plan", "LowRankPhases", "plan"]
+__all__ = ["Plan", "LowRankPhases", "plan", "split_refusal"]
 
 
 class LowRankPhases(enum.Enum):
@@ -43,7 +45,9 @@ class Plan:
     ``initial_ranks``/``max_ranks``: per PSD block (the start may be narrowed to what fits in device memory);
     ``cost_ranks``: LoRADS's start, on which the cost models were calibrated; ``interior_point_allowed``: the dense
     interior-point method may run at all (its size limits are checked by the solve); ``reasons``: one sentence per
-    decision."""
+    decision; ``warm_start``: the previous result's point the low-rank phases start from, or None; ``tuning``: the
+    solver's tuning constants; ``split_refused``: why ``devices`` asked for a split that the problem does not take
+    (it is then solved on one device), or None."""
 
     phases: LowRankPhases
     device: str
@@ -57,19 +61,20 @@ class Plan:
     device_costs: DeviceCosts | None
     interior_point_allowed: bool
     reasons: tuple[str, ...]
+    warm_start: WarmStart | None = None
+    tuning: Tuning = DEFAULT_TUNING
+    split_refused: str | None = None
 
 
-def plan(problem, settings: Settings) -> Plan:
-    """The plan for solving ``problem`` with ``settings`` (a ValueError for settings that contradict the problem)."""
+def plan(problem, settings: Settings, warm_start: WarmStart | None = None, tuning: Tuning = DEFAULT_TUNING) -> Plan:
+    """The plan for solving ``problem`` with ``settings`` (a ValueError for settings that contradict the problem),
+    starting from ``warm_start`` where given: at its ranks (the route then weighs the low-rank phases at a warm start's
+    share of their steps, ``WarmStart.route_costs``)."""
     layout = BlockLayout.of(problem)
     fixed = FixedDiagonals.of(problem, layout.offsets, np)
-    split = settings.device_count > 1
-    if split:
-        check_splittable(problem, layout)
-    if split and layout.n_rows <= DENSE_LIMIT:
-        raise ValueError(f"devices > 1 splits blocks of order above {DENSE_LIMIT} (the eigenvalue problems of "
-                         f"smaller ones are dense, on one device); this one has order {layout.n_rows}: solve it on one")
-    reasons = []
+    split_refused = split_refusal(problem, settings, layout)
+    split = settings.device_count > 1 and split_refused is None
+    reasons = [] if split_refused is None else [f"one device although devices={settings.devices!r}: {split_refused}"]
     structured = settings.algorithm is not Algorithm.ALM_ADMM
     trace_sphere = None
     if structured and Spheres.cover(problem, layout, fixed):
@@ -89,6 +94,9 @@ def plan(problem, settings: Settings) -> Plan:
         # "solver-start-rank")
         rank_factor = RANK_FACTOR if phases is LowRankPhases.ALM_ADMM else SPHERES_RANK_FACTOR
     initial, max_ranks = block_ranks(layout, settings.rank, rank_factor)
+    if warm_start is not None:
+        initial, max_ranks = list(warm_start.ranks), [max(r, bound) for r, bound in zip(warm_start.ranks, max_ranks)]
+        reasons.append(warm_start.kept)
     cost_ranks = block_ranks(layout, settings.rank, settings.lorads.rank_factor or RANK_FACTOR)[0]
     device = requested_device(settings.device)
     device_costs = DeviceCosts.of(problem, cost_ranks) if device == "auto" and not split else None
@@ -99,4 +107,21 @@ def plan(problem, settings: Settings) -> Plan:
     return Plan(phases=phases, device=device, split=split, layout=layout, fixed_diagonals=fixed,
                 trace_sphere=trace_sphere, initial_ranks=tuple(initial), max_ranks=tuple(max_ranks),
                 cost_ranks=tuple(cost_ranks), device_costs=device_costs, interior_point_allowed=interior_point_allowed,
-                reasons=tuple(reasons))
+                reasons=tuple(reasons), warm_start=warm_start, tuning=tuning, split_refused=split_refused)
+
+
+def split_refusal(problem, settings: Settings, layout: BlockLayout | None = None) -> str | None:
+    """Why the split that ``settings.devices`` asks for does not take ``problem``, which is then solved on one device
+    (a user who sets ``devices`` for a batch of problems wants the small ones solved too), or None: one device was
+    asked for, or the split takes it."""
+    if settings.device_count <= 1:
+        return None
+    layout = BlockLayout.of(problem) if layout is None else layout
+    try:
+        check_splittable(problem, layout)
+    except ValueError as error:
+        return str(error)
+    if layout.n_rows <= DENSE_LIMIT:
+        return (f"blocks of order up to {DENSE_LIMIT} stay on one device (their eigenvalue problems are dense), this "
+                f"one has order {layout.n_rows}")
+    return None

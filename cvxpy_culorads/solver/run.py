@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import enum
 import math
-import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -21,39 +20,29 @@ import numpy as np
 
 from cvxpy_culorads.backends.backend import gpu_available, select_backend
 from cvxpy_culorads.backends.kernels import check_capabilities
-from cvxpy_culorads.backends.memory import fitting_rank, interior_point_work_bytes
+from cvxpy_culorads.backends.memory import DENSE_LIMIT, fitting_rank, interior_point_work_bytes
+from cvxpy_culorads.backends.threads import limited, stage_threads
 from cvxpy_culorads.certify.bounds import TraceBounds
 from cvxpy_culorads.certify.certificates import dual_infeasibility, stationary_multipliers
 from cvxpy_culorads.certify.measures import ProblemNorms, primal_infeasibility, relative_gap
 from cvxpy_culorads.distributed import ShardedBlockOperator, ShardedSpheresOperator, sharded_backend
 from cvxpy_culorads.operators.compressed import CompressedOperator
+from cvxpy_culorads.phases.interior_point import interior_point_backend
 from cvxpy_culorads.phases.riemannian import Spheres
 from cvxpy_culorads.phases.state import SolverState
 from cvxpy_culorads.result import Errors, Status
 from cvxpy_culorads.settings import Settings
 from cvxpy_culorads.solver.costs import RouteCosts
 from cvxpy_culorads.solver.evaluation import Evaluation, better, criteria_of
+from cvxpy_culorads.solver.log import LOGGER, logs
 from cvxpy_culorads.solver.plan import LowRankPhases, Plan
 
 __all__ = ["Run", "Snapshot", "Step"]
 
-# The least squares for the stationary multipliers (``certificates.stationary_multipliers``, CG whose iteration costs
-# about two phase I steps) may take as many iterations as the phases have taken steps, within these bounds, so that it
-# never dominates a solve (decision record "solver-stationary-multipliers")
-STATIONARY_MIN_ITERATIONS, STATIONARY_MAX_ITERATIONS = 50, 500
-INTERIOR_POINT_MEMORY_MESSAGE = "interior-point method skipped: its dense work arrays would not fit in device memory"
-# |<C, X>| beyond this times (1 + ||C||_1)(1 + ||b||_1) / max(||A||_inf, 1e-300) means the iterates ran away: far
-# beyond the size of any solution the data describe, yet far from overflow (an unbounded ALM run grows |<C, X>|
-# by up to TAU_MAX^2 per step)
-RUNAWAY_OBJECTIVE = 1e12
+INTERIOR_POINT_MEMORY_MESSAGE = "interior-point method skipped: its dense work arrays would not fit in memory"
 # one thread beside the solve's own, for host passes that overlap the device set-up (not the pool of ``hostpasses``,
 # whose chunks they wait for)
 _BESIDE = ThreadPoolExecutor(max_workers=1, thread_name_prefix="culorads-beside")
-# the final measurement after a time limit may use this share of the limit, plus FINAL_MEASURE_SECONDS: the
-# promise is an overrun of at most 10 % + 1 s, and the result still has to be assembled
-FINAL_MEASURE_SHARE, FINAL_MEASURE_SECONDS = 0.1, 0.5
-
-
 class Step(enum.Enum):
     """What a strategy's step (or a phase run through :meth:`Run.run_phase`) ended with."""
 
@@ -62,7 +51,7 @@ class Step(enum.Enum):
     TIME_LIMIT = "time_limit"
     ITERATION_LIMIT = "iteration_limit"
     HANDOVER = "handover"  # the low-rank phases used their share: the interior-point method takes over
-    DIVERGED = "diverged"  # the iterates became non-finite or ran away (RUNAWAY_OBJECTIVE)
+    DIVERGED = "diverged"  # the iterates became non-finite or ran away (Tuning.runaway_objective)
 
     @property
     def limit_status(self) -> Status | None:
@@ -88,17 +77,20 @@ class Run:
     measured by :meth:`snapshot`."""
 
     def __init__(self, problem, settings: Settings, plan: Plan):
-        self.problem, self.settings, self.plan = problem, settings, plan
+        self.problem, self.settings, self.plan, self.tuning = problem, settings, plan, plan.tuning
         self.start = time.perf_counter()
         self.deadline = self.start + settings.time_limit
         # measuring a point may run on past the deadline by the grace the time limit's promise leaves
-        self.measure_deadline = self.deadline + FINAL_MEASURE_SHARE * settings.time_limit + FINAL_MEASURE_SECONDS
+        self.measure_deadline = (self.deadline + self.tuning.final_measure_share * settings.time_limit
+                                 + self.tuning.final_measure_seconds)
         layout, fixed, sharded = plan.layout, plan.fixed_diagonals, plan.split
         on_spheres = plan.phases is LowRankPhases.SPHERES
         self.trace_sphere = plan.trace_sphere
         initial, self.max_ranks, cost_ranks = list(plan.initial_ranks), list(plan.max_ranks), list(plan.cost_ranks)
         self.devices = plan.device_costs
-        self.backend = (sharded_backend(plan.device, settings.gpu_ids) if sharded
+        split = ShardedSpheresOperator if on_spheres else ShardedBlockOperator
+        self.backend = (sharded_backend(plan.device, settings.gpu_ids,
+                                        split.bounds(problem, layout, len(settings.gpu_ids))) if sharded
                         else select_backend(plan.device, gpu_pays=lambda: self.devices.gpu_pays,
                                             gpu_ids=settings.gpu_ids))
         # the host's passes over the data that the operator does not need, beside its build (1.3 s at n = 1e8)
@@ -112,7 +104,6 @@ class Run:
         self.rank_capped = fitting < widest
         initial = [min(r, fitting) for r in initial]
         if sharded:
-            split = ShardedSpheresOperator if on_spheres else ShardedBlockOperator
             self.op = split(problem, self.backend, settings.lorads.l2_rescaling, layout, settings.split.halo_precision)
         else:
             self.op = CompressedOperator(problem, self.backend, rescale=settings.lorads.l2_rescaling, layout=layout)
@@ -125,7 +116,7 @@ class Run:
         self.peak_device_bytes = self.backend.pool_bytes()
         self.backend.release_cached_blocks()
         self.norms, self.trace_bounds = host_passes.result()
-        self.runaway_objective = (RUNAWAY_OBJECTIVE * (1.0 + self.norms.C_1) * (1.0 + self.norms.b_1)
+        self.runaway_objective = (self.tuning.runaway_objective * (1.0 + self.norms.C_1) * (1.0 + self.norms.b_1)
                                   / max(self.norms.A_inf, 1e-300))
         # of the measured points: the largest tr X + sum x, and the (unscaled) multipliers of largest norm, whose
         # direction may be a Farkas ray (infeasibility evidence)
@@ -141,6 +132,7 @@ class Run:
         self.inner_iterations = 0
         self.iterations = {"alm": 0, "admm": 0, "riemannian": 0, "interior_point": 0}  # inner iterations per stage
         self.log: list | None = [] if settings.keep_log else None
+        self.logs = logs(settings.verbose)  # whether log lines reach anyone (then they are made)
         self._last_print = -math.inf
         self._eigenvectors = None  # of the dual slack at the last evaluation, the warm start of the next
         self.stage_times = {"alm": 0.0, "admm": 0.0, "riemannian": 0.0, "interior_point": 0.0, "certificates": 0.0}
@@ -148,29 +140,43 @@ class Run:
         self.state = self.initial_state()
         self.best = None  # the best Snapshot so far
         self.interior_point_bytes = interior_point_work_bytes(problem) if plan.interior_point_allowed else None
+        self.interior_point_backend = interior_point_backend(problem, self.backend)
         # which route starts, by estimated cost (only where the interior-point method may run at all)
-        self.routes = (RouteCosts.of(problem, cost_ranks, self.backend.is_gpu)
+        self.routes = (RouteCosts.of(problem, cost_ranks, not self.backend.on_host)
                        if self.interior_point_bytes is not None else None)
+        if self.routes is not None and plan.warm_start is not None:
+            self.routes = plan.warm_start.route_costs(self.routes)
         self.in_interior_point = False
+        # flops of one interior-point iteration (Schur complement, blocks' factorisations) and of the certificates'
+        # dense eigenvalue problems: what the host threads of those stages are chosen by (``backends/threads.py``)
+        dense = [n for n in layout.sizes if n <= DENSE_LIMIT]
+        self.interior_point_work = problem.m ** 3 / 3.0 + problem.m * sum(n ** 3 for n in layout.sizes)
+        self.eigen_work = 9.0 * sum(n ** 3 for n in dense)
 
     def plan_reasons(self) -> tuple[str, ...]:
         """The plan's reasons, with what only the device could tell (a start narrowed to fit in its memory)."""
-        narrowed = ("start narrowed to fit in device memory",) if self.rank_capped else ()
+        narrowed = (f"start narrowed to fit in {self.backend.memory}",) if self.rank_capped else ()
         return self.plan.reasons + narrowed
 
     def elapsed(self) -> float:
         return time.perf_counter() - self.start
 
     def device(self) -> str:
-        """The device, and why where ``device='auto'`` had a GPU to choose (``Result.device``)."""
+        """The device, and why where ``device='auto'`` had a GPU to choose or ``devices`` asked for a split the
+        problem does not take (``Result.device``)."""
         chosen = self.devices is not None and gpu_available()
-        return self.backend.describe() + (f"; {self.devices.describe()}" if chosen else "")
+        refused = f"; one device although devices={self.settings.devices!r}: {self.plan.split_refused}"
+        return (self.backend.describe() + (f"; {self.devices.describe()}" if chosen else "")
+                + (refused if self.plan.split_refused else ""))
 
     def initial_state(self) -> SolverState:
-        """The low-rank phases' start: a random factor of the initial ranks, zero multipliers."""
+        """The low-rank phases' start: the plan's warm start, else a random factor of the initial ranks and zero
+        multipliers."""
         layout, xp, ranks = self.op.layout, self.backend.xp, self.initial_ranks
-        R = self.op.initial_factor(max(ranks + [1]), ranks, self.settings.seed)
         rho = 1.0 / math.sqrt(sum(layout.sizes) or layout.n_lp)
+        if self.plan.warm_start is not None:
+            return self.plan.warm_start.state(self.op, ranks, self.op.row_scale, rho, self.settings.seed)
+        R = self.op.initial_factor(max(ranks + [1]), ranks, self.settings.seed)
         return SolverState(R=R, lam=xp.zeros(self.problem.m), Avals=None, objective=0.0, rho=rho, c_scale=1.0,
                            ranks=list(ranks))
 
@@ -179,8 +185,11 @@ class Run:
         """Drive a phase's generator, enforcing limits and printing the log; its time counts to ``stage``. Returns
         None when the phase ended by itself, else the :class:`Step` that stopped it. The generator is closed on the
         way out, so its clean-up (``finally``) runs before the solve goes on."""
-        with self.timed(stage), contextlib.closing(phase.run()) as rows:
-            low_rank = stage != "interior_point"
+        low_rank = stage != "interior_point"
+        # the low-rank phases' BLAS-1 calls on 10^4..10^6 entries gain nothing from threads, and with the cores busy
+        # a 12 us dot becomes a millisecond one; the interior-point method's factorisations may gain
+        threads = 1 if low_rank else stage_threads(self.interior_point_work, self.settings.threads)
+        with self.timed(stage), limited(threads), contextlib.closing(phase.run()) as rows:
             for progress in rows:
                 self.inner_iterations += 1
                 self.iterations[stage] += 1
@@ -197,19 +206,19 @@ class Run:
 
     def handover_due(self) -> bool:
         """Whether the low-rank phases have used their share on a problem the interior-point method can take:
-        ``interior_point_patience`` inner iterations or, before the method has run, ``costs.HANDOVER_FACTOR`` times
+        ``interior_point_patience`` inner iterations or, before the method has run, ``Tuning.handover_factor`` times
         its estimated time. After it has run (it started and did not meet tol) the share ends the solve."""
         if self.inner_iterations >= self.settings.lorads.interior_point_patience:
             return True
         return (self.routes is not None and not self.in_interior_point
-                and self.elapsed() - self.setup_time >= self.routes.handover_seconds)
+                and self.elapsed() - self.setup_time >= self.tuning.handover_factor * self.routes.interior_point)
 
     def interior_point_available(self) -> bool:
         """Whether the interior-point method may take over now: the problem is small enough for it and its work
         arrays fit in the free device memory (a refusal is final, and the log says so)."""
         if self.interior_point_bytes is None or self.in_interior_point:
             return False
-        free = self.backend.free_memory()
+        free = self.interior_point_backend.free_memory()
         if free is not None and self.interior_point_bytes > free:
             self.say(INTERIOR_POINT_MEMORY_MESSAGE)
             self.interior_point_bytes = None
@@ -247,18 +256,19 @@ class Run:
     def record(self, progress, force: bool = False) -> None:
         if self.log is not None:
             self.log.append(progress)
-        if not self.settings.verbose:
+        if not self.logs:
             return
         now = self.elapsed()
         if force or now - self._last_print >= self.settings.log_every:
             self._last_print = now
-            print(f"{progress.phase:>5} {progress.iteration:7d} {progress.primal_objective:+.8e} "
-                  f"{progress.dual_objective:+.8e} {progress.primal_infeasibility:9.2e} {progress.gap:9.2e} "
-                  f"{progress.rho:9.2e} {max(progress.ranks, default=1):5d} {now:9.2f}", file=sys.stderr)
+            LOGGER.info(f"{progress.phase:>5} {progress.iteration:7d} {progress.primal_objective:+.8e} "
+                        f"{progress.dual_objective:+.8e} {progress.primal_infeasibility:9.2e} {progress.gap:9.2e} "
+                        f"{progress.rho:9.2e} {max(progress.ranks, default=1):5d} {now:9.2f}")
 
     def say(self, text: str) -> None:
-        if self.settings.verbose:
-            print(text, file=sys.stderr)
+        """A line of the log (``solver/log.py``)."""
+        if self.logs:
+            LOGGER.info(text)
 
     # ------------------------------------------------------------------ measuring a point
     def primal_measures(self, R) -> tuple[float, float, float]:
@@ -317,8 +327,8 @@ class Run:
         stationary multipliers when they are better than the iterated ones (and then the iterations continue
         from them); they are tried where stationarity determines them and the phase did not compute them already."""
         st, xp, kernels = self.state, self.backend.xp, self.op.kernels
-        with self.timed("certificates"):
-            if not (kernels.all_finite(st.R) and bool(xp.isfinite(st.lam).all())):
+        with self.timed("certificates"), limited(stage_threads(self.eigen_work, self.settings.threads)):
+            if not self.current_is_finite():
                 return Snapshot(st.R.copy(), st.lam.copy(), st.c_scale, list(st.ranks),
                                 Evaluation.unmeasurable(self.settings))
             if self.projects_rows and self.spheres is not None:
@@ -335,13 +345,18 @@ class Run:
             stationary_pays = (self.spheres is None and self.stationarity_determines_multipliers()
                                and evaluation.dual_measure > self.settings.tol and math.isfinite(evaluation.worst))
             if stationary_pays and time.perf_counter() < self.deadline:
-                iterations = min(STATIONARY_MAX_ITERATIONS, max(STATIONARY_MIN_ITERATIONS, self.inner_iterations))
+                iterations = min(self.tuning.stationary_max_iterations,
+                                 max(self.tuning.stationary_min_iterations, self.inner_iterations))
                 refined = stationary_multipliers(self.op, R, lam, max_iter=iterations, deadline=self.measure_deadline)
                 candidate = self.evaluate(refined, R, measures)
                 if candidate.worst < evaluation.worst:
                     evaluation, st.lam = candidate, refined * st.c_scale
         self.say("      " + ", ".join(f"{name} {value:.2e}" for name, value in evaluation.criteria.items()))
         return Snapshot(R, st.lam.copy(), st.c_scale, list(st.ranks), evaluation)
+
+    def current_is_finite(self) -> bool:
+        """Whether the current factor and multipliers are finite."""
+        return self.op.kernels.all_finite(self.state.R) and bool(self.backend.xp.isfinite(self.state.lam).all())
 
     def stationarity_determines_multipliers(self) -> bool:
         """Whether (C - A*(lambda)) R = 0 can determine the multipliers: no more of them than entries of the factor.

@@ -32,19 +32,7 @@ from cvxpy_culorads.solver.run import Run, Step
 
 __all__ = ["Strategy", "AlmAdmm", "Spheres", "TraceSphere", "strategy_for", "run_strategy", "interior_point"]
 
-REOPT_ROUNDS = {0: 0, 1: 1, 2: 8}
-REOPT_ALM_OUTER = 3
-MAX_ESCAPES = 5  # rank increases driven by a negative eigenvalue of the dual slack
-# The Riemannian phase's first gradient target is this times tol (on MaxCut the certified gap runs well below the
-# gradient measure near the optimum, and a loose first run finds a low-rank saddle early); a further run's target is
-# the last one's times the factor
-RIEMANNIAN_FIRST_TARGET, RIEMANNIAN_TARGET_FACTOR = 10.0, 0.2
-# a run whose point missed tol by at most RIEMANNIAN_CLOSE times is followed by one with a target only this factor
-# tighter (decision record "solver-riemannian-schedule")
-RIEMANNIAN_CLOSE, RIEMANNIAN_CLOSE_FACTOR = 2.0, 0.5
-# phase I on the trace sphere: each run's exit tolerance this factor of the last one's, down to the smallest
-TRACE_SPHERE_TIGHTENING, TRACE_SPHERE_SMALLEST_TOL = 0.1, 1e-12
-MEMORY_BOUND_MESSAGE = "rank increase skipped: the wider factor would not fit in device memory"
+MEMORY_BOUND_MESSAGE = "rank increase skipped: the wider factor would not fit in memory"
 
 
 class Strategy(Protocol):
@@ -83,14 +71,18 @@ class AlmAdmm:
     def step(self, run: Run) -> Step:
         settings = run.settings
         if self.current is None:
-            stop = _two_phases(run)
+            # from a warm start phase I runs to tol: it starts where phase II's sweeps would gain little per step
+            stop = _two_phases(run, min(settings.tol, settings.lorads.phase1_tol)
+                               if run.plan.warm_start is not None else None)
             if stop is not None:
                 return stop
             self.current = run.keep_current()
             return Step.CONTINUE
         directions = _escape_directions(run, self.current.evaluation)
-        can_polish = self.reopts < REOPT_ROUNDS[settings.lorads.reopt_level]
-        escaping = directions is not None and self.escapes < MAX_ESCAPES and (self.polish_stalled or not can_polish)
+        tuning = run.tuning
+        can_polish = self.reopts < tuning.reopt_rounds[settings.lorads.reopt_level]
+        escaping = (directions is not None and self.escapes < tuning.max_escapes
+                    and (self.polish_stalled or not can_polish))
         if escaping:
             self.escapes += 1
             _escape(run, directions)
@@ -106,19 +98,20 @@ class AlmAdmm:
         self.current = run.keep_current()
         self.polish_stalled = self.current.evaluation.stalled_since(previous)
         if escaping and self.current.evaluation.worst > previous.worst:
-            self.escapes = MAX_ESCAPES  # a wider factor made it worse (rgg 2^22 rose to 242 columns and out of memory)
+            self.escapes = tuning.max_escapes  # a wider factor made it worse (rgg 2^22 grew to 242 columns, too many)
         return Step.CONTINUE
 
 
 class Spheres:
     """Runs of the Riemannian phase (``phases/riemannian.py``), measured after each, until the criteria hold; each
-    run's gradient target is ``RIEMANNIAN_TARGET_FACTOR`` times the last one's. When a tighter run did not halve the
-    slack's negative eigenvalues, the point is a low-rank saddle: the rank grows along the slack's eigenvector, and the
-    wider factor starts afresh (:func:`_escape`). Finished when a run finds no descent and no escape is possible. The
-    schedule's alternatives that were measured are in the decision record "solver-riemannian-schedule"."""
+    run's gradient target is ``Tuning.riemannian_target_factor`` times the last one's. When a tighter run did not
+    halve the slack's negative eigenvalues, the point is a low-rank saddle: the rank grows along the slack's
+    eigenvector, and the wider factor starts afresh (:func:`_escape`). Finished when a run finds no descent and no
+    escape is possible. The schedule's alternatives that were measured are in the decision record
+    "solver-riemannian-schedule"."""
 
     def __init__(self, run: Run):
-        self.target = RIEMANNIAN_FIRST_TARGET * run.settings.tol
+        self.target = run.tuning.riemannian_first_target * run.settings.tol
         self.escapes, self.previous = 0, None
         self.lbfgs = LBFGS(run.op.kernels, run.settings.lorads.lbfgs_memory)
 
@@ -137,7 +130,8 @@ class Spheres:
         # no move at all: a zero gradient (rank 1 has no tangent directions), where only a wider factor can descend
         saddle = (phase.outcome is PhaseOutcome.STALLED or phase.moves == 0
                   or evaluation.stalled_since(self.previous))
-        directions = _escape_directions(run, evaluation) if saddle and self.escapes < MAX_ESCAPES else None
+        tuning = run.tuning
+        directions = _escape_directions(run, evaluation) if saddle and self.escapes < tuning.max_escapes else None
         if directions is not None:
             self.escapes += 1
             _escape(run, directions, restart_seed=settings.seed + self.escapes)
@@ -147,16 +141,16 @@ class Spheres:
         if phase.outcome is PhaseOutcome.STALLED or phase.moves == 0:
             return Step.FINISHED  # no descent left at this rank, and no escape
         # a point that missed tol narrowly gets a shorter run, judged for a stall against the evaluation before
-        close = evaluation.worst <= RIEMANNIAN_CLOSE * settings.tol
-        self.target = (RIEMANNIAN_CLOSE_FACTOR if close else RIEMANNIAN_TARGET_FACTOR) * min(self.target,
-                                                                                               phase.measure)
+        close = evaluation.worst <= tuning.riemannian_close * settings.tol
+        factor = tuning.riemannian_close_factor if close else tuning.riemannian_target_factor
+        self.target = factor * min(self.target, phase.measure)
         self.previous = self.previous if close else evaluation
         return Step.CONTINUE
 
 
 class TraceSphere:
     """Runs of phase I on the trace sphere (``phases/alm.py``), measured after each, until the criteria hold: each run
-    goes on from the last one's multipliers and penalty with an exit tolerance ``TRACE_SPHERE_TIGHTENING`` times
+    goes on from the last one's multipliers and penalty with an exit tolerance ``Tuning.trace_sphere_tightening`` times
     smaller. When a tighter run did not halve the slack's negative eigenvalues, the point is a low-rank saddle and the
     rank grows along the slack's eigenvector (:func:`_escape`). The two-phase route's re-optimisation rounds (C scaled
     up) are not used here: on the sphere they moved SDPLIB's theta1 from a feasible point to one it never left.
@@ -176,15 +170,15 @@ class TraceSphere:
         if evaluation.worst <= settings.tol:
             return Step.FINISHED
         directions = (_escape_directions(run, evaluation) if evaluation.stalled_since(self.previous)
-                      and self.escapes < MAX_ESCAPES else None)
+                      and self.escapes < run.tuning.max_escapes else None)
         if directions is not None:
             self.escapes += 1
             _escape(run, directions)
             self.previous = None  # the wider factor gets a run of its own before it is judged stalled
             return Step.CONTINUE
-        if alm.outcome is not PhaseOutcome.CONVERGED or self.exit_tol < TRACE_SPHERE_SMALLEST_TOL:
+        if alm.outcome is not PhaseOutcome.CONVERGED or self.exit_tol < run.tuning.trace_sphere_smallest_tol:
             return Step.FINISHED
-        self.exit_tol *= TRACE_SPHERE_TIGHTENING
+        self.exit_tol *= run.tuning.trace_sphere_tightening
         self.previous = evaluation
         return Step.CONTINUE
 
@@ -193,8 +187,9 @@ def interior_point(run: Run) -> Step:
     """The interior-point method from its own starting point; its best iterate replaces the state's point, measured
     and kept. Returns :attr:`Step.FINISHED`, or the step that stopped it."""
     run.in_interior_point = True
-    phase = InteriorPointPhase(run.problem, run.backend, run.state, run.op.layout, run.norms, run.settings.tol,
-                               run.op.row_scale)
+    phase = InteriorPointPhase(run.problem, run.interior_point_backend, run.state, run.op.layout, run.norms,
+                               run.settings.tol, run.op.row_scale,
+                               max_iterations=run.tuning.interior_point_max_iterations, home=run.backend)
     stop = run.run_phase(phase, "interior_point")
     if stop is not None:
         return stop
@@ -202,11 +197,11 @@ def interior_point(run: Run) -> Step:
     return Step.FINISHED
 
 
-def _two_phases(run: Run) -> Step | None:
-    """Phase I until the switch tolerance, then phase II with its first-run exit (None, or the step that stopped a
-    phase)."""
+def _two_phases(run: Run, switch_tol: float | None = None) -> Step | None:
+    """Phase I until the switch tolerance (``lorads.phase1_tol``, or ``switch_tol``), then phase II with its first-run
+    exit (None, or the step that stopped a phase)."""
     stop = _run_alm(run, ALMPhase(run.op, run.state, run.settings, run.norms, run.max_ranks,
-                                  outer_budget=run.settings.lorads.max_alm_outer))
+                                  outer_budget=run.settings.lorads.max_alm_outer, switch_tol=switch_tol))
     if stop is not None:
         return stop
     rho_max = _switch_to_admm(run.state, run.settings)
@@ -299,8 +294,9 @@ def _reoptimise(run: Run) -> Step | None:
     st.c_scale *= kappa
     st.lam = st.lam * kappa
     run.say(f"re-optimisation: objective scale {st.c_scale:g}")
-    stop = _run_alm(run, ALMPhase(run.op, st, settings, run.norms, run.max_ranks, outer_budget=REOPT_ALM_OUTER,
-                                  rho_factor=math.sqrt(2.0), grow_ranks=len(run.op.layout.sizes) <= 10,
+    stop = _run_alm(run, ALMPhase(run.op, st, settings, run.norms, run.max_ranks,
+                                  outer_budget=run.tuning.reopt_alm_outer, rho_factor=math.sqrt(2.0),
+                                  grow_ranks=len(run.op.layout.sizes) <= 10,
                                   switch_when_feasible=False))
     if stop is not None:
         return stop
