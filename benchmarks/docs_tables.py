@@ -144,12 +144,15 @@ PAGES = {
          Table("devices/host-h100", "The host's CPU against the GPU, one H100 machine (`devices.py`)"),
          Table("cvxpy-paths/cpu-2core", "MaxCut through CVXPY, CPU, 2 cores (`cvxpy_paths.py`)"),
          Table("cvxpy-paths/h100", "MaxCut through CVXPY, one H100 (`cvxpy_paths.py`)"),
-         Table("warm-start/cpu-2core", "Warm against cold starts in parameter sweeps, CPU (`warm_start.py`)")],
+         Table("warm-start/cpu-2core", "Warm against cold starts in parameter sweeps, CPU (`warm_start.py`)"),
+         Table("busy-machine/cpu-2core", "SDPLIB beside a busy process: threads per stage against all cores, CPU "
+               "(`busy_machine.py`)")],
         listed=["archive/kernels/"],
         records=[("kernel-byte-model-and-tuning.md", "the kernels' byte model and knobs"),
                  ("lanczos-cuda-graphs.md", "Lanczos from CUDA graphs"),
                  ("riemannian-starting-rank.md", "the rank sweep"), ("small-sdp-routes.md", "routes"),
-                 ("device-auto.md", "which device `auto` takes"), ("warm-start.md", "warm starts")]),
+                 ("device-auto.md", "which device `auto` takes"), ("warm-start.md", "warm starts"),
+                 ("threads-per-stage.md", "threads per stage")]),
 }
 
 

@@ -33,8 +33,8 @@ from cvxpy_culorads.distributed.partition import (
 from cvxpy_culorads.linalg.krylov import conjugate_gradient
 from cvxpy_culorads.models import completion_problem, maxcut_problem, random_low_rank_instance
 from cvxpy_culorads.operators.compressed import BlockLayout, CompressedOperator
-from cvxpy_culorads.phases import riemannian
 from cvxpy_culorads.solver import run as solver_run
+from cvxpy_culorads.solver.tuning import Tuning
 
 from support import DEVICES, primal_residual, random_mixed_problem
 
@@ -413,7 +413,6 @@ def test_sharded_solves_are_certified_like_one_device(k, device):
 def test_rounded_runs_reach_tight_targets_and_the_answer_is_measured_in_double(monkeypatch):
     # every run rounds the halo rows (no margin), and still reaches tol = 1e-8: the line search judges the decrease
     # by a formula whose rounding error shrinks with the step
-    monkeypatch.setattr(riemannian, "ROUNDED_HALO_TARGET", 0.0)
     sent = set()
     start = HaloExchange.start
 
@@ -423,7 +422,8 @@ def test_rounded_runs_reach_tight_targets_and_the_answer_is_measured_in_double(m
     monkeypatch.setattr(HaloExchange, "start", recorded)
     problem = maxcut_problem(_graph(3000, 6, seed=2))
     one = solve(problem, device="cpu", tol=1e-8)
-    split = solve(problem, device="cpu", devices=2, tol=1e-8, shard_order="given", halo_precision="single")
+    split = solve(problem, device="cpu", devices=2, tol=1e-8, shard_order="given", halo_precision="single",
+                  tuning=Tuning(rounded_halo_target=0.0))
     assert one.status is split.status is Status.OPTIMAL, split.summary()
     assert sent == {np.dtype(np.float32), np.dtype(np.float64)}  # the phase's products, and the measurements'
     R = split.factors[0]

@@ -7,7 +7,7 @@ Usage::
 Starts ``--busy`` processes that each keep one core busy (a NumPy loop), then solves each SDPLIB problem on the CPU
 twice: with ``threads=None`` (the default: chosen per stage, ``backends/threads.py``) and with ``threads`` set to
 every usable core (what BLAS does by itself). Prints the wall and CPU time of each, the interior-point stage's time
-and the status, and writes ``busy_machine_<device>.{csv,meta.json}`` to ``--out``. The SDPLIB files are read from
+and the status, and writes ``busy-machine/<device>.{csv,meta.json}`` under ``--out``. The SDPLIB files are read from
 ``../shared/data/sdplib`` beside the checkout (``--data`` elsewhere).
 """
 from __future__ import annotations
@@ -41,7 +41,7 @@ def main(argv=None) -> int:
     parser.add_argument("--busy", type=int, default=1, help="processes that each keep one core busy")
     parser.add_argument("--time-limit", type=float, default=300.0)
     parser.add_argument("--data", type=Path, default=Path(__file__).resolve().parents[3] / "shared" / "data")
-    parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parents[1] / "results" / "studies")
+    parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parents[1] / "results")
     args = parser.parse_args(argv)
     stop = multiprocessing.Event()
     workers = [multiprocessing.Process(target=_keep_a_core_busy, args=(stop,), daemon=True) for _ in range(args.busy)]
@@ -65,7 +65,7 @@ def main(argv=None) -> int:
         stop.set()
         for worker in workers:
             worker.join()
-    stem = args.out / f"busy_machine_{device_slug('cpu')}"
+    stem = args.out / "busy-machine" / device_slug("cpu")
     print(write_tables(rows, stem, f"SDPLIB beside {args.busy} busy process(es): threads per stage against all "
                                    "cores", script=__file__, argv=argv if argv is not None else sys.argv[1:],
                        device=f"cpu ({cores} usable cores)"))

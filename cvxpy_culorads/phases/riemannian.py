@@ -91,7 +91,8 @@ class Spheres:
 class RiemannianPhase:
     """L-BFGS on the spheres of fixed rows (see the module); iterate with ``for progress in phase.run(): ...``."""
 
-    def __init__(self, op, state, settings, norms, spheres: Spheres, *, target: float, lbfgs: LBFGS | None = None):
+    def __init__(self, op, state, settings, norms, spheres: Spheres, *, target: float, lbfgs: LBFGS | None = None,
+                 rounded_halo_target: float = ROUNDED_HALO_TARGET):
         self.op, self.state, self.settings, self.norms = op, state, settings, norms
         self.spheres, self.squares, self.roots, self.target = spheres, spheres.squares, spheres.roots, target
         self.backend, self.xp, self.kernels = op.backend, op.backend.xp, op.kernels
@@ -101,7 +102,7 @@ class RiemannianPhase:
         self.steps = self.moves = 0  # rows yielded, steps taken
         self.measure = math.inf  # the gradient measure at the last point
         # the trial points' product: rounded halos in a loose run; the returned point's is exact (``_finish``)
-        self.rounded = op.rounds_halo and target >= ROUNDED_HALO_TARGET
+        self.rounded = op.rounds_halo and target >= rounded_halo_target
         self.times = op.rounded_objective_times if self.rounded else op.objective_times
         self.outcome: PhaseOutcome | None = None
 

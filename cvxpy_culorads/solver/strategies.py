@@ -118,7 +118,7 @@ class Spheres:
     def step(self, run: Run) -> Step:
         settings = run.settings
         phase = RiemannianPhase(run.op, run.state, settings, run.norms, run.spheres, target=self.target,
-                                lbfgs=self.lbfgs)
+                                lbfgs=self.lbfgs, rounded_halo_target=run.tuning.rounded_halo_target)
         stop = run.run_phase(phase, "riemannian")
         if stop is not None:
             return stop

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from cvxpy_culorads.phases import interior_point
+from cvxpy_culorads.phases import interior_point, riemannian
 
 __all__ = ["DEFAULT_TUNING", "Tuning"]
 
@@ -56,6 +56,9 @@ class Tuning:
     estimate)."""
     interior_point_max_iterations: int = interior_point.MAX_ITERATIONS
     """Iterations of one interior-point run."""
+    rounded_halo_target: float = riemannian.ROUNDED_HALO_TARGET
+    """On split rows with ``halo_precision="single"``, a Riemannian run whose gradient target is at least this large
+    rounds the halo rows (decision record "halo-precision")."""
 
     def replace(self, **changes) -> Tuning:
         """A copy with ``changes``."""
