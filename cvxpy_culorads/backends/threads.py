@@ -10,7 +10,6 @@ affinity and its control group's quota) less the cores other processes keep busy
 """
 from __future__ import annotations
 
-import contextlib
 import functools
 import math
 import os
@@ -54,9 +53,7 @@ def stage_threads(work: float, requested: int | None = None) -> int:
 
 
 def limited(threads: int):
-    """A context in which the process's BLAS pools use ``threads`` threads."""
-    if threads <= 0:
-        return contextlib.nullcontext()
+    """A context in which the process's BLAS pools use ``threads`` (at least one) threads."""
     return _controller().limit(limits=threads, user_api="blas")
 
 

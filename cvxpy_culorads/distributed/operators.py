@@ -42,10 +42,10 @@ SHARDED_PROBLEMS_MESSAGE = ("devices > 1 solves, for now, problems of one PSD bl
                             "or low-rank terms (MaxCut, matrix completion, diag(X) == d)")
 
 
-def check_splittable(problem, layout) -> None:
+def check_splittable(problem) -> None:
     """A ValueError (``SHARDED_PROBLEMS_MESSAGE``) unless the split operators take ``problem``: one PSD block, no
     nonnegative variables, no low-rank terms."""
-    if len(layout.sizes) != 1 or layout.n_lp or problem.A_low_rank[0].size or problem.C_low_rank[0] is not None:
+    if problem.num_blocks != 1 or problem.n_lp or problem.A_low_rank[0].size or problem.C_low_rank[0] is not None:
         raise ValueError(SHARDED_PROBLEMS_MESSAGE)
 
 
@@ -129,12 +129,12 @@ class ShardedSpheresOperator(_ShardedOperator):
     @staticmethod
     def bounds(problem, layout, count: int) -> np.ndarray:
         """The bounds of ``count`` shards that balance the rows' entries of C (a shard's work per product)."""
-        check_splittable(problem, layout)
+        check_splittable(problem)
         rows, cols, _ = problem.C_coords[0]
         return symmetric_bounds([(rows, cols)], layout.n_rows, count)
 
     def __init__(self, problem, backend: ShardedBackend, rescale: bool, layout, halo_precision: str = "double"):
-        check_splittable(problem, layout)
+        check_splittable(problem)
         n, coeff = layout.n_rows, problem.A_coords[0]
         # one diagonal entry per constraint (the constraints are sorted: then they increase), each row once
         if not (coeff.row.size == n == problem.m and strictly_increasing(coeff.con)
@@ -252,12 +252,12 @@ class ShardedBlockOperator(_ShardedOperator):
     def bounds(problem, layout, count: int) -> np.ndarray:
         """The bounds of ``count`` shards that balance the rows' entries of C and of A's coordinates (both are a
         shard's work per product)."""
-        check_splittable(problem, layout)
+        check_splittable(problem)
         (rows, cols, _), coeff = problem.C_coords[0], problem.A_coords[0]
         return symmetric_bounds([(rows, cols), (coeff.row, coeff.col)], layout.n_rows, count)
 
     def __init__(self, problem, backend: ShardedBackend, rescale: bool, layout, halo_precision: str = "double"):
-        check_splittable(problem, layout)
+        check_splittable(problem)
         n, coeff, xp, m = layout.n_rows, problem.A_coords[0], backend.xp, problem.m
         shards = backend.shards
         row_scale = (median_row_norm(constraint_squares(coeff.con, coeff.row, coeff.col, coeff.val, m))

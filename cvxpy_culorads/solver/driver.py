@@ -32,7 +32,7 @@ from cvxpy_culorads.solver.warm import WarmStart, resumed_fields
 __all__ = ["solve"]
 
 OUT_OF_MEMORY_MESSAGE = "stopped: the device ran out of memory; the best point measured before is returned"
-RENUMBERING_LEFTOVER = 1e-3  # seconds of time limit a split solve keeps when renumbering its rows used up the rest
+SET_UP_LEFTOVER = 1e-3  # seconds of time limit a solve keeps when its host set-up (renumbering, scaling) used the rest
 INTERRUPT_MEASURE_SECONDS = 1.0  # what measuring the point costs after Ctrl-C when none was measured yet
 
 
@@ -76,10 +76,7 @@ def _solve_on_devices(problem, settings: Settings, warm_start: Result | None, tu
     renumbered = problem if order is None else order.apply(problem)
     if order is not None and warm is not None:
         warm = warm.reordered(order.order)
-    spent = time.perf_counter() - start  # part of the solve: the time limit and the times reported include it
-    result = _solve_scaled(renumbered, dataclasses.replace(
-        settings, time_limit=max(settings.time_limit - spent, RENUMBERING_LEFTOVER)), warm, refusal, tuning)
-    result = dataclasses.replace(result, solve_time=result.solve_time + spent, setup_time=result.setup_time + spent)
+    result = _after_set_up(start, settings, lambda limited: _solve_scaled(renumbered, limited, warm, refusal, tuning))
     if order is None:
         return result
     return dataclasses.replace(result, factors=order.restore(result.factors),
@@ -97,17 +94,23 @@ def _solve_scaled(problem, settings: Settings, warm: WarmStart | None, refusal: 
     if scaling is not None:
         problem = scaling.apply(problem)
         warm = None if warm is None else warm.scaled(scaling.diagonals)
-    spent = time.perf_counter() - start  # part of the solve: the time limit and the times reported include it
-    settings = dataclasses.replace(settings, time_limit=max(settings.time_limit - spent, RENUMBERING_LEFTOVER))
-    result = _solve(Run(problem, settings, _planned(problem, settings, warm, refusal, tuning)))
-    result = dataclasses.replace(result, message="; ".join(filter(None, [result.message, refusal])),
-                                 solve_time=result.solve_time + spent, setup_time=result.setup_time + spent)
+    result = _after_set_up(start, settings, lambda limited: _solve(
+        Run(problem, limited, _planned(problem, limited, warm, refusal, tuning))))
+    result = dataclasses.replace(result, message="; ".join(filter(None, [result.message, refusal])))
     if scaling is not None:
         rescaled = sum(d is not None for d in scaling.diagonals)
         result = dataclasses.replace(result, factors=scaling.unscale_factors(result.factors),
                                      message=f"{result.message}; {rescaled} badly scaled block(s) solved as X = D Y D "
                                              "(min_eigenvalues are those of D S D)")
     return units.unscale(result)
+
+
+def _after_set_up(start: float, settings: Settings, solve) -> Result:
+    """``solve(settings)`` after host set-up that began at ``start`` (a ``time.perf_counter`` value): the set-up is
+    part of the solve, so the time limit handed on is what it left, and the times reported include it."""
+    spent = time.perf_counter() - start
+    result = solve(dataclasses.replace(settings, time_limit=max(settings.time_limit - spent, SET_UP_LEFTOVER)))
+    return dataclasses.replace(result, solve_time=result.solve_time + spent, setup_time=result.setup_time + spent)
 
 
 def _planned(problem, settings: Settings, warm: WarmStart | None, refusal: str, tuning: Tuning):

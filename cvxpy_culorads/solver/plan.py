@@ -72,7 +72,7 @@ def plan(problem, settings: Settings, warm_start: WarmStart | None = None, tunin
     share of their steps, ``WarmStart.route_costs``)."""
     layout = BlockLayout.of(problem)
     fixed = FixedDiagonals.of(problem, layout.offsets, np)
-    split_refused = split_refusal(problem, settings, layout)
+    split_refused = split_refusal(problem, settings)
     split = settings.device_count > 1 and split_refused is None
     reasons = [] if split_refused is None else [f"one device although devices={settings.devices!r}: {split_refused}"]
     structured = settings.algorithm is not Algorithm.ALM_ADMM
@@ -110,18 +110,18 @@ def plan(problem, settings: Settings, warm_start: WarmStart | None = None, tunin
                 reasons=tuple(reasons), warm_start=warm_start, tuning=tuning, split_refused=split_refused)
 
 
-def split_refusal(problem, settings: Settings, layout: BlockLayout | None = None) -> str | None:
+def split_refusal(problem, settings: Settings) -> str | None:
     """Why the split that ``settings.devices`` asks for does not take ``problem``, which is then solved on one device
     (a user who sets ``devices`` for a batch of problems wants the small ones solved too), or None: one device was
-    asked for, or the split takes it."""
+    asked for, or the split takes it. Reads the problem's sizes only (no pass over its data)."""
     if settings.device_count <= 1:
         return None
-    layout = BlockLayout.of(problem) if layout is None else layout
     try:
-        check_splittable(problem, layout)
+        check_splittable(problem)
     except ValueError as error:
         return str(error)
-    if layout.n_rows <= DENSE_LIMIT:
+    order = problem.block_sizes[0]
+    if order <= DENSE_LIMIT:
         return (f"blocks of order up to {DENSE_LIMIT} stay on one device (their eigenvalue problems are dense), this "
-                f"one has order {layout.n_rows}")
+                f"one has order {order}")
     return None

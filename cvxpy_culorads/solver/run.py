@@ -43,6 +43,8 @@ INTERIOR_POINT_MEMORY_MESSAGE = "interior-point method skipped: its dense work a
 # one thread beside the solve's own, for host passes that overlap the device set-up (not the pool of ``hostpasses``,
 # whose chunks they wait for)
 _BESIDE = ThreadPoolExecutor(max_workers=1, thread_name_prefix="culorads-beside")
+
+
 class Step(enum.Enum):
     """What a strategy's step (or a phase run through :meth:`Run.run_phase`) ended with."""
 
