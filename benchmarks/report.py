@@ -5,13 +5,16 @@ A run writes ``<suite>/<device>.csv`` (one row per solve, all fields) and ``<sui
 ``tree: modified`` when the working tree differs from it) and the UTC date that made the table, with its title and
 footer. A new run of the same suite on the same device replaces the table; an older table worth keeping goes to
 ``results/archive/`` by hand, with its metadata. ``docs_tables.py`` turns the tables into the results pages of the
-docs. The Markdown table is printed, not written.
+docs. The Markdown table is printed, not written. ``mittelmann_score`` is the measure of Mittelmann's benchmark pages:
+the shifted geometric mean of times (shift 10 s, a failure counted at the time limit), of ours and of each published
+column over the instances where both exist.
 """
 from __future__ import annotations
 
 import csv
 import datetime
 import json
+import math
 import os
 import re
 import shlex
@@ -19,10 +22,20 @@ import subprocess
 import sys
 from pathlib import Path
 
-__all__ = ["RESULTS", "write_tables", "result_fields", "run_metadata", "device_slug", "read_table"]
+__all__ = ["RESULTS", "write_tables", "result_fields", "run_metadata", "device_slug", "read_table",
+           "SHIFT", "PUBLISHED_COLUMNS", "MITTELMANN_COLUMNS", "shifted_geometric_mean", "mittelmann_score",
+           "describe_score"]
 
 RESULTS = Path(__file__).resolve().parent / "results"
 _ROOT = Path(__file__).resolve().parents[1]
+
+SHIFT = 10.0  # seconds, as on Mittelmann's pages
+PUBLISHED_COLUMNS = ("best_s", "copt_s", "culorads_s")
+# The mittelmann table shown: ours (status, time, value against the known one, the certified gap and the three
+# DIMACS errors, in which Mittelmann's accuracy rule is stated) beside the published times.
+MITTELMANN_COLUMNS = ["instance", "category", "n", "m", "status", "total_s", "value", "reference", "rel_error",
+                      "certified_gap", "pinf", "dinf", "gap", "primal_residual", "best_s", "best_solver", "copt_s",
+                      "culorads_s", "page_name"]
 
 
 def device_slug(description: str, count: int = 1) -> str:
@@ -70,8 +83,9 @@ def write_tables(rows: list[dict], stem: Path, title: str, footer: str = "", col
     stem.with_suffix(".meta.json").write_text(json.dumps(info, indent=1, ensure_ascii=False) + "\n")
     columns = columns or fields
     lines = [title, "", "| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
-    for row in rows:  # objective values keep their digits; other floats are measurements
-        lines.append("| " + " | ".join(f"{row[c]:.10g}" if c.endswith("value") and isinstance(row.get(c), float) else
+    objective = ("value", "reference")  # objective values keep their digits; other floats are measurements
+    for row in rows:
+        lines.append("| " + " | ".join(f"{row[c]:.10g}" if c.endswith(objective) and isinstance(row.get(c), float) else
                                        f"{row[c]:.3g}" if isinstance(row.get(c), float) else str(row.get(c, ""))
                                        for c in columns) + " |")
     if footer:
@@ -105,3 +119,44 @@ def result_fields(result, seconds: float, paper_seconds) -> dict:
                 peak_gib=round(result.peak_device_bytes / 2**30, 3),
                 paper_h100_s=paper_seconds if paper_seconds is not None else "",
                 ratio=round(seconds / paper_seconds, 2) if paper_seconds else "")
+
+
+def shifted_geometric_mean(times, shift: float = SHIFT) -> float:
+    """exp(mean(log(t + shift))) - shift: Mittelmann's mean of times, in which a second matters less on a long
+    solve than on a short one."""
+    times = list(times)
+    return math.exp(math.fsum(math.log(t + shift) for t in times) / len(times)) - shift
+
+
+def _seconds(value) -> float | None:
+    return None if value in (None, "") else float(value)
+
+
+def mittelmann_score(rows: list[dict], time_limit: float) -> dict:
+    """Per published column: over the rows where it has a time, the shifted geometric mean of ours (``total_s``, the
+    whole solve call, or ``time_limit`` unless the status is optimal) and of the published times capped at
+    ``time_limit`` (a solver slower than our limit would have failed under it), their ratio, and how many of ours
+    were solved. ``rows`` are the suite's rows (as written or as read back from the CSV)."""
+    out = {}
+    for column in PUBLISHED_COLUMNS:
+        timed = [(row, published) for row in rows if (published := _seconds(row.get(column))) is not None]
+        if not timed:
+            continue
+        solved = [row["status"] == "optimal" for row, _ in timed]
+        ours = shifted_geometric_mean(float(row["total_s"]) if ok else time_limit
+                                      for (row, _), ok in zip(timed, solved))
+        theirs = shifted_geometric_mean(min(published, time_limit) for _, published in timed)
+        out[column] = dict(instances=len(timed), solved=sum(solved), ours=round(ours, 3), published=round(theirs, 3),
+                           ratio=round(ours / theirs, 3))
+    return out
+
+
+def describe_score(scores: dict, time_limit: float) -> str:
+    """One sentence per published column, for the printed summary and the table's footer."""
+    names = dict(best_s="the best published", copt_s="COPT", culorads_s="cuLoRADS")
+    parts = [f"against {names[column]}: {s['ours']:.3g} s ours ({s['solved']}/{s['instances']} optimal) vs "
+             f"{s['published']:.3g} s, ratio {s['ratio']:.3g}" for column, s in scores.items()]
+    if not parts:
+        return "no instance with a published time"
+    return (f"Mittelmann's score (shifted geometric mean, shift {SHIFT:g} s; failures at the {time_limit:g} s limit, "
+            f"published times capped at it) " + "; ".join(parts))

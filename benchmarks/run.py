@@ -7,15 +7,18 @@ Usage::
     python benchmarks/run.py --suite delaunay --sizes 13,14 --device cpu --compare scs,clarabel
     python benchmarks/run.py --suite completion --sizes 1000:200000,10000:7700000
     python benchmarks/run.py --suite sparse --sizes 1e6,1e7 --profiles paper
+    python benchmarks/run.py --suite mittelmann [--sizes trto3,path/to/file.dat-s.xz] --time-limit 300
 
 Suites and profiles are described in ``suites.py``. For every instance it builds the problem (its time is
 ``build_s``), then for every profile solves it and records the time after the data reached the device (``seconds``,
 the number the paper reports; ``setup_s`` is the compression onto the device), its split over phase I, phase II, the
 interior-point finish and the certificates (``alm_s``, ``admm_s``, ``ipm_s``, ``certificates_s``), iterations
-(``alm_steps``, ``admm_sweeps``, ``ipm_iters``), rank, the value (of the maximisation for MaxCut and SDPA files),
-the error against a known optimum where the data set has one (``rel_error``) or against the ``accurate`` profile's
-value (``vs_accurate``), the three DIMACS errors, the status, the peak device memory and the paper's H100 time with
-our ratio. With ``--compare`` the same SDP goes through CVXPY to SCS / Clarabel (up to the sizes of
+(``alm_steps``, ``admm_sweeps``, ``ipm_iters``), rank, the value (of the maximisation for MaxCut and SDPA files, of
+the minimisation for ``mittelmann``), the error against a known optimum where the data set has one (``rel_error``) or
+against the ``accurate`` profile's value (``vs_accurate``), the three DIMACS errors, the status, the peak device
+memory and the paper's H100 time with our ratio. The ``mittelmann`` suite adds the instance's class, the whole call's
+time (``total_s``) and the published times, and ends with Mittelmann's score (``report.mittelmann_score``, also in the
+metadata). With ``--compare`` the same SDP goes through CVXPY to SCS / Clarabel (up to the sizes of
 ``compare.PEER_MAX_N``), in the same run, reported on the instance's first row. A line per instance as it finishes,
 then a Markdown table. The table goes to ``--out`` (``benchmarks/results/``) as data: ``<suite>/<device>.csv`` and
 ``<suite>/<device>.meta.json`` with the command, the device, the commit and the date (``report.write_tables``); the
@@ -39,7 +42,15 @@ from cvxpy_culorads.models import maxcut_problem  # noqa: E402
 import suites  # noqa: E402
 from compare import PEER_MAX_N, solve_with  # noqa: E402
 from graphs import random_regular_like  # noqa: E402
-from report import device_slug, result_fields, write_tables  # noqa: E402
+from report import (  # noqa: E402
+    MITTELMANN_COLUMNS,
+    PUBLISHED_COLUMNS,
+    describe_score,
+    device_slug,
+    mittelmann_score,
+    result_fields,
+    write_tables,
+)
 
 
 def solve_row(instance, problem, extra, profile: str, backend, args) -> dict:
@@ -51,8 +62,12 @@ def solve_row(instance, problem, extra, profile: str, backend, args) -> dict:
         reference=instance.reference, rel_error=abs(value - instance.reference) / max(1.0, abs(instance.reference)))
     row = dict(instance=instance.name, n=sum(problem.block_sizes) + problem.n_lp, m=problem.m, profile=profile,
                value=value, **known, **extra(result), **result_fields(result, seconds, instance.paper_seconds))
+    versus = f" (rel. error {row['rel_error']:.1e})" if known else ""
+    gap = "none" if result.certified_gap is None else f"{result.certified_gap:.1e}"
+    published = "".join(f" {key} {row[key]}" for key in PUBLISHED_COLUMNS if row.get(key, "") != "")
     print(f"{row['instance']:>22} {profile:>8} n={row['n']:9d} {seconds:8.2f}s (setup {result.setup_time:.2f}s) "
-          f"value {row['value']:.8g} max err {result.max_error:.1e} {row['status']}", flush=True)
+          f"value {row['value']:.8g}{versus} certified gap {gap} DIMACS {row['pinf']:.1e} {row['dinf']:.1e} "
+          f"{row['gap']:.1e} {row['status']}{published}", flush=True)
     return row
 
 
@@ -112,11 +127,18 @@ def main(argv=None) -> int:
         mine = [r for r in rows if r["profile"] == profile]
         summary.append(f"{profile}: {sum(r['seconds'] for r in mine):.2f} s over {len(mine)} instances, "
                        f"{sum(r['status'] == 'optimal' for r in mine)} optimal")
+    scores = {}
+    if args.suite == "mittelmann":
+        for profile in profiles:
+            scores[profile] = mittelmann_score([r for r in rows if r["profile"] == profile], args.time_limit)
+            summary.append(f"{profile}, {describe_score(scores[profile], args.time_limit)}")
     device = backend.describe()
     print(write_tables(rows, args.out / args.suite / device_slug(device),
                        f"{args.suite} on {device}, {time.strftime('%Y-%m-%d')}, tol {args.tol:g}",
-                       "; ".join(summary), device=device, script=__file__, argv=sys.argv[1:] if argv is None else argv,
-                       suite=args.suite, profiles=profiles, tol=args.tol))
+                       "; ".join(summary), columns=MITTELMANN_COLUMNS if args.suite == "mittelmann" else None,
+                       device=device, script=__file__, argv=sys.argv[1:] if argv is None else argv,
+                       suite=args.suite, profiles=profiles, tol=args.tol, time_limit=args.time_limit,
+                       **({"score": scores} if scores else {})))
     return 0
 
 

@@ -13,7 +13,11 @@ when the runner gets to it (large instances are generated one at a time). Suites
 - ``sdplib``: SDPA files of ``../shared/data/sdplib`` against their known optima;
 - ``theta``: the Lovasz theta function of Hamming graphs H(d, q) (sizes ``d:q``, theta = q^(d - 1) exactly) or of
   graphs read from files (a path, absolute or under the data folder), each in both formulations of
-  ``models.theta_problem`` unless the size names one (``d:q:sparse``, ``path:low_rank``).
+  ``models.theta_problem`` unless the size names one (``d:q:sparse``, ``path:low_rank``);
+- ``mittelmann``: Mittelmann's sparse SDP benchmark, the instances of ``../shared/data/mittelmann`` by name (default
+  all, smallest first) or any SDPA file by path (``.dat-s``, ``.xz``, ``.gz``); the value is the primal objective
+  in min form, as the known values of ``datasets.MITTELMANN`` are, and each row carries the instance's class and
+  published times (a file named like a listed instance gets its entry).
 
 Profiles: ``accurate`` is the solver's defaults (the certified criterion: primal residual per constraint and
 certified gap within tol). ``paper`` is how the cuLoRADS paper's times were taken: the tuned settings of the
@@ -25,6 +29,7 @@ spheres (``cvxpy_culorads/phases/riemannian.py``); the ``paper`` profile sets it
 """
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -63,6 +68,7 @@ _SMALL_MAXCUT = dict(phase1_tol=1e-2, heuristic_factor=10.0, **_PAPER_RULE)
 PROFILES = ("accurate", "paper", "alm")
 # Rank of the completion instances' truth unless the size names one (see the README on n = 2e7).
 DEFAULT_TRUTH_RANK = 5
+SDPA_SUFFIXES = (".dat-s", ".dat-s.xz", ".dat-s.gz")
 
 
 @dataclass
@@ -180,12 +186,27 @@ def _theta(names: str, device: str) -> list[Instance]:
     return out
 
 
+def _mittelmann(names: str, device: str) -> list[Instance]:
+    folder = DATA / "mittelmann"
+
+    def builder(path, published):
+        shown = {key: "" if value is None else value for key, value in published._asdict().items() if key != "known"}
+        return lambda: (read_sdpa(path), lambda result: dict(shown, total_s=round(result.solve_time, 3)))
+    out = []
+    for entry in datasets.MITTELMANN if names == "all" else names.split(","):
+        path = Path(entry) if entry.endswith(SDPA_SUFFIXES) else folder / f"{entry}.dat-s.xz"
+        name = re.sub(r"\.dat-s(\.xz|\.gz)?$", "", path.name)
+        published = datasets.MITTELMANN.get(name, datasets.MittelmannEntry("not listed"))
+        out.append(Instance(name, builder(path, published), None, _PAPER_RULE, sign=1.0, reference=published.known))
+    return out
+
+
 SUITES = {"gset": _gset, "rgg": _graph_family("rgg"), "delaunay": _graph_family("delaunay"), "sparse": _sparse,
-          "completion": _completion, "sdplib": _sdplib, "theta": _theta}
+          "completion": _completion, "sdplib": _sdplib, "theta": _theta, "mittelmann": _mittelmann}
 
 DEFAULT_SIZES = {"gset": "G1,G11,G22,G43,G60,G63,G64,G67,G81", "rgg": "15,17,19,20", "delaunay": "13,14,16,18",
                  "sparse": "1e6,1e7", "completion": "1000:200000,10000:7700000", "sdplib": "mcp124-1,theta1,truss1",
-                 "theta": "3:10,4:10"}
+                 "theta": "3:10,4:10", "mittelmann": "all"}
 
 
 def instances(suite: str, names: str | None, device: str) -> list[Instance]:

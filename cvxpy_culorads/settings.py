@@ -250,6 +250,14 @@ class Settings(_Validated):
         "nonnegative variables or low-rank terms")
     algorithm: Algorithm = _setting(Algorithm.AUTO, _Rule("algorithm"), "which method solves the problem "
                                                                            "(Algorithm)")
+    precision: str = _setting(
+        "double", _choice("double", "mixed"),
+        "'double': every array in double precision. 'mixed': the Riemannian phase (every constraint fixes a diagonal "
+        "entry: MaxCut, diag(X) == d) stores its factor, gradient, direction, L-BFGS pairs and C R in single "
+        "precision, sums in double, and goes on in double precision from its point once single precision's rounding "
+        "stops its descent; multipliers, residuals, certificates and the measurement of the returned point are double "
+        "precision. The ALM/ADMM, trace-sphere and interior-point phases and solves split over several devices run "
+        "in double (the log says so)")
     criterion: str = _setting(
         "certified", _choice("certified", "dimacs"),
         "'certified': the primal residual per constraint ||A(X) - b||_2 / (1 + ||b||_2) and the certified gap to a "

@@ -12,10 +12,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cvxpy_culorads import solve
+from cvxpy_culorads import solve, write_sdpa
 from cvxpy_culorads.models import maxcut_problem
 
-from support import data_file, random_mixed_problem, sdplib_optimum
+from support import data_file, random_maxcut, random_mixed_problem, sdplib_optimum
 
 cp = pytest.importorskip("cvxpy")  # the test extras have it; a GPU image may not
 
@@ -94,6 +94,56 @@ def test_completion_sizes_name_the_truths_rank():
     assert result.status.value == "optimal"
     columns = extra(result)
     assert columns["truth_rank"] == 1 and columns["recovery"] < 0.1
+
+
+def test_mittelmann_suite_lists_the_instances():
+    suites = _load("suites")
+    table = suites.datasets.MITTELMANN
+    listed = suites.instances("mittelmann", None, "cpu")  # built only when run: no data needed to list them
+    assert [i.name for i in listed] == list(table) and len(listed) == 16
+    # the known values are in min form, the primal objective itself
+    assert [(i.reference, i.sign) for i in listed] == [(entry.known, 1.0) for entry in table.values()]
+    named, other = suites.instances("mittelmann", "copy/of/trto3.dat-s.gz,elsewhere/mine.dat-s", "cpu")
+    assert (named.name, named.reference) == ("trto3", -12800.0)  # a file named like a listed instance
+    assert (other.name, other.reference) == ("mine", None)
+
+
+def test_mittelmann_score_by_hand():
+    report = _load("report")
+    assert report.shifted_geometric_mean([0.0, 90.0]) == pytest.approx(np.sqrt(10.0 * 100.0) - 10.0)
+    rows = [dict(status="optimal", total_s=0.0, best_s=90.0, culorads_s=""),
+            dict(status="time_limit", total_s="300.2", best_s="1325.0", culorads_s="5.0"),  # as read from a CSV
+            dict(status="optimal", total_s=7.0, best_s="", culorads_s="")]  # no published time: not scored
+    score = report.mittelmann_score(rows, time_limit=300.0)
+    # ours 0 s and a failure (300 s), theirs 90 s and 1325 s capped at the limit: sqrt(10 * 310) - 10 = 45.678
+    # against sqrt(100 * 310) - 10 = 166.068
+    assert score["best_s"] == pytest.approx(dict(instances=2, solved=1, ours=45.678, published=166.068,
+                                                 ratio=45.678 / 166.068), abs=1e-3)
+    assert score["culorads_s"] == pytest.approx(dict(instances=1, solved=0, ours=300.0, published=5.0, ratio=60.0))
+    assert "copt_s" not in score
+
+
+def test_mittelmann_suite_reads_a_given_file_and_scores_it(tmp_path, monkeypatch):
+    run = _load("run")
+    problem, _ = random_maxcut(40, 0.2, seed=5)
+    write_sdpa(problem, tmp_path / "tiny.dat-s")
+    datasets = run.suites.datasets
+    monkeypatch.setitem(datasets.MITTELMANN, "tiny", datasets.MittelmannEntry("toy", best_s=1.0, culorads_s=2.0))
+    assert run.main(["--suite", "mittelmann", "--sizes", str(tmp_path / "tiny.dat-s"), "--device", "cpu",
+                     "--time-limit", "30", "--out", str(tmp_path)]) == 0
+    (table,) = (tmp_path / "mittelmann").glob("cpu-*core.csv")
+    with open(table) as f:
+        (row,) = list(csv.DictReader(f))
+    assert (row["instance"], row["category"], row["status"]) == ("tiny", "toy", "optimal")
+    assert "reference" not in row  # no known value
+    assert float(row["value"]) == pytest.approx(solve(problem, device="cpu").primal_objective, rel=1e-5)
+    assert float(row["total_s"]) >= float(row["seconds"])
+    meta = json.loads(table.with_suffix(".meta.json").read_text())
+    ours = float(row["total_s"])
+    assert meta["time_limit"] == 30.0 and set(meta["score"]["accurate"]) == {"best_s", "culorads_s"}
+    assert meta["score"]["accurate"]["culorads_s"] == pytest.approx(
+        dict(instances=1, solved=1, ours=ours, published=2.0, ratio=ours / 2.0), abs=1e-3)
+    assert "Mittelmann's score" in meta["footer"]
 
 
 def test_trust_regions_hessian_matches_finite_differences():

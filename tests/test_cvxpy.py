@@ -21,6 +21,7 @@ from cvxpy_zoo import (
     check_against_clarabel,
     clarabel_engine,
     engine_tol,
+    kkt_helper,
     lmi_form,
     maxcut,
     solve_with_clarabel,
@@ -66,11 +67,35 @@ def test_maxcut_becomes_one_block_and_n_equalities():
 
 
 def test_lmi_becomes_slack_block_with_free_splits():
-    sdp, mapping = to_sdp_problem(lmi_form().problem.get_problem_data("CULORADS")[0])
+    sdp, mapping = to_sdp_problem(lmi_form().problem.get_problem_data("CULORADS")[0], dualize=False)
     assert sdp.block_sizes == (6,)  # the LMI's slack
     assert sdp.m == 21 + mapping.num_row_slacks  # one equality per svec entry, one per inequality row
     assert mapping.free_x.size >= 4 and mapping.lp_x.size == 0  # x and t (and norm1's epigraph) are free
     assert sdp.n_lp == mapping.num_row_slacks + 2 * mapping.free_x.size
+
+
+def test_lmi_form_is_solved_as_its_dual():
+    """Every variable free: one equality per entry of x, the LMI's dual as the block, no free splits."""
+    data = lmi_form().problem.get_problem_data("CULORADS")[0]
+    sdp, _ = to_sdp_problem(data)
+    num_x, dims = data["A"].shape[1], data["dims"]
+    assert sdp.name == "cvxpy dual" and sdp.block_sizes == (6,)
+    assert sdp.m == num_x < data["A"].shape[0] and sdp.n_lp == dims.nonneg + 2 * dims.zero
+    np.testing.assert_array_equal(sdp.b, -data["c"])
+
+
+def test_dual_form_maps_back_to_the_models_point_and_duals(stand_in):
+    """Exact engine on the dual: x is its multiplier, the LMI's dual its block (unique here: diag(1, 0))."""
+    x = cp.Variable()
+    lmi = x * np.eye(2) + np.diag([1.0, 2.0]) >> 0
+    problem = cp.Problem(cp.Minimize(x), [lmi, x <= 3])
+    assert problem.solve(solver="CULORADS") == pytest.approx(-1.0, abs=1e-7)
+    assert x.value == pytest.approx(-1.0, abs=1e-7)
+    np.testing.assert_allclose(lmi.dual_value, np.diag([1.0, 0.0]), atol=1e-7)
+    helper = kkt_helper(problem)
+    helper.check_dual_domains(places=6)
+    helper.check_complementarity(places=6)
+    helper.check_stationary_lagrangian(places=6)
 
 
 @pytest.mark.parametrize("name", ["maxcut", "several_blocks", "second_order_cone"])

@@ -15,6 +15,7 @@ from cvxpy_culorads.backends.memory import (
     interior_point_groups,
     interior_point_work_bytes,
 )
+from cvxpy_culorads.phases import interior_point
 from cvxpy_culorads.phases.interior_point import DEVICE_MIN_ORDER, _Block
 from cvxpy_culorads.solver.run import INTERIOR_POINT_MEMORY_MESSAGE
 from cvxpy_culorads.solver.tuning import Tuning
@@ -39,14 +40,19 @@ def _random_pd(n, rng):
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("by_positions", [True, False])
-def test_schur_complement_is_the_trace_formula(by_positions, device):
-    # M_ij = <A_i, X A_j Z> for both ways of forming it, on a block with diagonal and off-diagonal coefficients
+@pytest.mark.parametrize("band_entries", [None, 40])
+def test_schur_complement_is_the_trace_formula(by_positions, band_entries, device, monkeypatch):
+    # M_ij = <A_i, X A_j Z> for both ways of forming it, on a block with diagonal and off-diagonal coefficients; in
+    # one band, or in bands of one to a few rows of K (positions) or constraints (dense), crossing every boundary
+    if band_entries is not None:
+        monkeypatch.setattr(interior_point, "INTERIOR_POINT_BAND_ENTRIES", band_entries)
     problem = random_mixed_problem(3)
     backend = select_backend(device)
     rng = np.random.default_rng(0)
     _, A = dense_blocks(problem)
     for k, n in enumerate(problem.block_sizes):
         block = _Block(problem, [k], backend, by_positions=by_positions)
+        assert (block.chunk < (block.rows.size if by_positions else block.constraints.size)) == bool(band_entries)
         X, Z = _random_pd(n, rng), _random_pd(n, rng)
         got = backend.to_host(block.schur(backend.asarray(X), backend.asarray(Z)))
         rows = [A[i][k] for i in block.constraints]

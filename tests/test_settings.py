@@ -47,7 +47,7 @@ INF, NAN = math.inf, math.nan
     ("reopt_level", 3), ("reopt_level", np.int64(-1)), ("reopt_level", False),
     ("seed", -1), ("seed", 2**32), ("seed", True), ("seed", 1.5),
     ("device", "tpu"), ("device", None), ("criterion", 1), ("criterion", "DIMACS"),
-    ("halo_precision", "half"), ("halo_precision", None),
+    ("halo_precision", "half"), ("halo_precision", None), ("precision", "single"), ("precision", None),
     ("verbose", 1), ("interior_point_handover", "yes"), ("l2_rescaling", None), ("algorithm", "riemannian"),
     ("algorithm", None),
 ])

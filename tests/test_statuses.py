@@ -101,9 +101,10 @@ def _assert_primal_ray(problem: SDPProblem, certificate, tol: float = 1e-5):
 
 
 def _direct(model: cp.Problem) -> SDPProblem:
-    """The SDPProblem CVXPY's chain makes of a model (the direct API's input)."""
+    """The SDPProblem CVXPY's chain makes of a model (the direct API's input), in its primal form (a model in LMI form
+    reaches the engine through CVXPY as its dual, whose statuses swap: the CVXPY solves below cover that)."""
     from cvxpy_culorads.cvxpy.conic import to_sdp_problem
-    return to_sdp_problem(model.get_problem_data("CULORADS")[0])[0]
+    return to_sdp_problem(model.get_problem_data("CULORADS")[0], dualize=False)[0]
 
 
 def _plain_models():

@@ -29,8 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from cvxpy_culorads import distributed as sharding  # noqa: E402
 from cvxpy_culorads import solve
-from cvxpy_culorads.backends import kernels
-from cvxpy_culorads.backends.backend import select_backend  # noqa: E402
+from cvxpy_culorads.backends.backend import kernels_for, select_backend  # noqa: E402
 from cvxpy_culorads.models import maxcut_problem  # noqa: E402
 from cvxpy_culorads.phases import riemannian
 from cvxpy_culorads.solver import run as solver_run
@@ -121,7 +120,7 @@ def main(argv=None) -> int:
     parser.add_argument("--halo-precision", choices=("single", "double"), default="double")
     args = parser.parse_args(argv)
     backend = select_backend(args.device)
-    device_kernels = type(kernels.kernels_for(backend))
+    device_kernels = type(kernels_for(backend))
     if args.gpus:
         import cupy
 

@@ -16,6 +16,12 @@ import scipy.linalg
 import scipy.sparse
 
 from cvxpy_culorads.backends.cpu_kernels import CpuKernels
+from cvxpy_culorads.backends.kernel_cache import (
+    archive_name,
+    cache_directory,
+    prebuilt_archive,
+    seed_kernel_cache,
+)
 from cvxpy_culorads.backends.kernels import Kernels
 from cvxpy_culorads.backends.protocol import Backend
 from cvxpy_culorads.hostmemory import available_bytes
@@ -75,6 +81,14 @@ class CpuBackend:
         return "cpu (NumPy/SciPy)"
 
 
+@functools.cache
+def _seed_kernels_for(arch: str) -> None:
+    """Seed CuPy's kernel cache with the prebuilt kernels of ``arch``, once per process and architecture."""
+    import cupy
+    name = archive_name(cupy.__version__, cupy.cuda.nvrtc.getVersion(), arch)
+    seed_kernel_cache(prebuilt_archive(name), cache_directory())
+
+
 class GpuBackend:
     """CuPy and cupyx on the current CUDA device. Operations are queued on the device's stream; ``free_memory`` is
     the device's free memory plus the blocks CuPy's pool caches for reuse."""
@@ -89,6 +103,7 @@ class GpuBackend:
         import cupyx.scipy.linalg
         import cupyx.scipy.sparse
         self.xp, self.sparse, self.linalg = cupy, cupyx.scipy.sparse, cupyx.scipy.linalg
+        _seed_kernels_for(f"sm_{cupy.cuda.Device().compute_capability}")
 
     def asarray(self, a, dtype=None):
         return self.xp.asarray(a, dtype=dtype)

@@ -3,7 +3,9 @@
 Each method is the plain array formula the phases need (sampled symmetric products, CSR times dense, the L-BFGS
 two-loop recursion on coefficients, the exact line search's scalars, the conjugate-gradient and Lanczos updates,
 the sphere kernels); the GPU set (:mod:`cvxpy_culorads.backends.gpu_kernels`) must agree with it to rounding, which
-``tests/test_gpu_kernels.py`` checks on random data.
+``tests/test_gpu_kernels.py`` checks on random data. The kernels of the Riemannian phase also take float32 factors
+(``Settings.precision="mixed"``): they store float32, sum in float64 and compute row formulas in float64 before
+rounding once, as the GPU kernels do (``tests/test_precision.py``).
 """
 from __future__ import annotations
 
@@ -31,8 +33,18 @@ def _rows(X, index):
 
 
 def _row_dots(A, B):
-    """The dot products of corresponding rows."""
-    return np.einsum("ij,ij->i", A, B)
+    """The dot products of corresponding rows, summed in float64 whatever the arrays store."""
+    return np.einsum("ij,ij->i", A, B, dtype=np.float64)
+
+
+def _vdot(x, y):
+    """<x, y> summed in float64: float32 arrays in chunks widened to float64 (their BLAS dot would sum in single
+    precision), float64 ones by BLAS."""
+    if x.dtype == y.dtype == np.float64:
+        return np.vdot(x, y)
+    x, y = x.reshape(-1), y.reshape(-1)
+    return sum((np.dot(x[s:s + _CHUNK].astype(np.float64), y[s:s + _CHUNK].astype(np.float64))
+                for s in range(0, x.size, _CHUNK)), np.float64(0.0))
 
 
 class CpuKernels(RowSpace):
@@ -40,6 +52,19 @@ class CpuKernels(RowSpace):
 
     capabilities = ALL_CAPABILITIES
     max_lbfgs_memory = None
+
+    def inner(self, x, y) -> float:
+        """<x, y>, summed in float64 (synchronises)."""
+        return float(_vdot(x, y))
+
+    def norm(self, x) -> float:
+        """||x||_2, summed in float64 (synchronises)."""
+        return float(np.linalg.norm(x)) if x.dtype == np.float64 else float(np.sqrt(_vdot(x, x)))
+
+    def gram(self, vectors) -> np.ndarray:
+        """The Gram matrix of ``vectors`` (arrays of one shape) on the host, summed in float64."""
+        count = len(vectors)
+        return symmetric_from_upper(self.lbfgs_gram(vectors, np.empty(count * (count + 1) // 2)), count)
 
     @staticmethod
     def sym_sample(rows, cols, U, V, out=None):
@@ -67,7 +92,8 @@ class CpuKernels(RowSpace):
     @staticmethod
     def csr_matmul(matrix, V, out=None, alpha=1.0, addend=None, beta=0.0):
         """``matrix @ V`` for a SciPy CSR matrix and a C-ordered dense V, or ``alpha * (matrix @ V) + beta *
-        addend`` when an addend is given (one pass on the GPU)."""
+        addend`` when an addend is given (one pass on the GPU). The sums are float64 (a float32 V is widened); a
+        float32 ``out`` gets them rounded once, without ``out`` they are returned in float64."""
         result = matrix @ V
         if addend is not None:
             result *= alpha
@@ -87,33 +113,34 @@ class CpuKernels(RowSpace):
     def lbfgs_pair(s, y):
         """The record of one L-BFGS pair for :meth:`lbfgs_direction`, with its weights 1/s'y and s'y/y'y;
         a pair with too little curvature (s'y <= 1e-12 ||s|| ||y||) gets weight zero (and gamma 1)."""
-        sy, yy, ss = np.vdot(s, y), np.vdot(y, y), np.vdot(s, s)
+        sy, yy, ss = _vdot(s, y), _vdot(y, y), _vdot(s, s)
         ok = sy > 1e-12 * np.sqrt(ss * yy)
         return s, y, np.where(ok, 1.0 / np.where(ok, sy, 1.0), 0.0), np.where(ok, sy / np.where(ok, yy, 1.0), 1.0)
 
     @staticmethod
     def lbfgs_direction(G, pairs, products):
         """D = -H G by the two-loop recursion (H0 = gamma I of the newest pair; ``pairs`` from
-        :meth:`lbfgs_pair`, oldest first); writes (<G, G>, <D, G>) to ``products``."""
+        :meth:`lbfgs_pair`, oldest first); writes (<G, G>, <D, G>) to ``products``. D is stored as G is, the
+        coefficients and products are float64."""
         q = G.copy()
         alphas = []
         for s, y, inv_sy, _ in reversed(pairs):
-            alpha = inv_sy * np.vdot(s, q)
+            alpha = inv_sy * _vdot(s, q)
             q -= alpha * y
             alphas.append(alpha)
         if pairs:
             q *= pairs[-1][3]
         for (s, y, inv_sy, _), alpha in zip(pairs, reversed(alphas)):
-            q += (alpha - inv_sy * np.vdot(y, q)) * s
+            q += (alpha - inv_sy * _vdot(y, q)) * s
         q *= -1.0
-        products[0], products[1] = np.vdot(G, G), np.vdot(q, G)
+        products[0], products[1] = _vdot(G, G), _vdot(q, G)
         return q
 
     @staticmethod
     def lbfgs_gram(vectors, out):
         """The upper triangle of the Gram matrix of ``vectors`` (arrays of one shape), row by row, in ``out``."""
         rows, cols = np.triu_indices(len(vectors))
-        out[:] = [np.vdot(vectors[a], vectors[b]) for a, b in zip(rows, cols)]
+        out[:] = [_vdot(vectors[a], vectors[b]) for a, b in zip(rows, cols)]
         return out
 
     @staticmethod
@@ -125,11 +152,11 @@ class CpuKernels(RowSpace):
 
     @staticmethod
     def lbfgs_combine(vectors, coefficients):
-        """sum_j coefficients[j] vectors[j]."""
-        out = coefficients[0] * vectors[0]
+        """sum_j coefficients[j] vectors[j], summed in float64 and stored as the vectors are."""
+        out = coefficients[0] * vectors[0].astype(np.float64, copy=False)
         for c, v in zip(coefficients[1:], vectors[1:]):
             out += c * v
-        return out
+        return out.astype(vectors[0].dtype, copy=False)
 
     @staticmethod
     def line_search_products(AW, Avals, b, lam, rho, R, D, CD, out):
@@ -272,19 +299,33 @@ class CpuKernels(RowSpace):
     @staticmethod
     def sphere_tangent(Z, X, squares, scale, out):
         """out_i = scale (z_i - (z_i . x_i / squares_i) x_i) for every row i (the tangent part of z_i at the row x_i
-        of norm sqrt(squares_i)); ``out`` may be Z."""
+        of norm sqrt(squares_i)), in float64, rounded to ``out``'s type; ``out`` may be Z."""
         along = _row_dots(Z, X) / squares
         np.multiply(Z - along[:, None] * X, scale, out=out)
         return out
 
     @staticmethod
+    def sphere_decrease(R_new, R, CR_new, CR, squares) -> np.ndarray:
+        """(f(P(R_new)), f(P(R_new)) - f(P(R)), ||C R_new||_F^2) on the host for f(X) = <X, C X>, P the projection
+        onto the spheres (row norms sqrt(squares)) and rounded factors with their rounded products (single
+        precision): f(P(Y)) = sum_i (y_i . (C y)_i) (2 - |y_i|^2 / squares_i) to first order in the rows' rounding,
+        and the decrease gains <R_new, C R> - <R, C R_new> (zero for exact products of a symmetric C), so that the
+        products' rounding enters it times the step only. Sums in float64."""
+        new, old = _row_dots(R_new, CR_new), _row_dots(R, CR)
+        projected = new @ (2.0 - _row_dots(R_new, R_new) / squares)
+        decrease = projected - old @ (2.0 - _row_dots(R, R) / squares) + _vdot(R_new, CR) - _vdot(R, CR_new)
+        return np.array([projected, decrease, _vdot(CR_new, CR_new)])
+
+    @staticmethod
     def sphere_retract(X, D, tau, roots, out):
-        """out_i = roots_i (x_i + tau d_i) / |x_i + tau d_i| for every row i (a zero row becomes roots_i e_1)."""
-        np.add(X, tau * D, out=out)
-        norms = np.sqrt(_row_dots(out, out))
+        """out_i = roots_i (x_i + tau d_i) / |x_i + tau d_i| for every row i (a zero row becomes roots_i e_1), in
+        float64, rounded to ``out``'s type (which may differ from X's: a float32 factor projected into float64)."""
+        moved = np.multiply(D, tau, dtype=np.float64)
+        moved += X
+        norms = np.sqrt(_row_dots(moved, moved))
         zero = norms == 0.0
-        out[zero] = 0.0
-        out[zero, 0] = 1.0
+        moved[zero] = 0.0
+        moved[zero, 0] = 1.0
         norms[zero] = 1.0
-        out *= (roots / norms)[:, None]
+        np.multiply(moved, (roots / norms)[:, None], out=out)
         return out

@@ -39,6 +39,7 @@ from cvxpy_culorads.backends.gpu_vector_algebra import (
     LBFGS_MAX_VECTORS,
     SCALE_ADD,
     SHIFTED_RESIDUAL,
+    VALUE_TYPES,
     ensure_tickets,
     gram_schmidt_pass,
     lbfgs_combine,
@@ -51,11 +52,13 @@ from cvxpy_culorads.backends.gpu_vector_algebra import (
     row_dots,
     rows_dot,
     rows_subtract,
+    sphere_decrease,
     sphere_line_search_products,
     sphere_retract,
     sphere_tangent,
+    wide_dot,
 )
-from cvxpy_culorads.backends.kernels import ALL_CAPABILITIES, RowSpace
+from cvxpy_culorads.backends.kernels import ALL_CAPABILITIES, RowSpace, symmetric_from_upper
 
 __all__ = ["GpuKernels", "lanes_for_rank", "sym_sample", "sym_sample_pair", "csr_matmul", "lbfgs_direction",
            "line_search_products"]
@@ -128,12 +131,13 @@ def _factor(X, name: str):
     return cupy.ascontiguousarray(X, dtype=np.float64)
 
 
-def _check_out(out, shape: tuple):
+def _check_out(out, shape: tuple, dtypes=(np.float64,)):
     if out is None:
         return cupy.empty(shape, dtype=np.float64)
-    if not isinstance(out, cupy.ndarray) or out.dtype != np.float64 or tuple(out.shape) != shape \
+    if not isinstance(out, cupy.ndarray) or out.dtype not in dtypes or tuple(out.shape) != shape \
             or not out.flags.c_contiguous:
-        raise ValueError(f"out must be a C-contiguous float64 cupy array of shape {shape}, got "
+        kinds = " or ".join(np.dtype(d).name for d in dtypes)
+        raise ValueError(f"out must be a C-contiguous {kinds} cupy array of shape {shape}, got "
                          f"{type(out).__name__} {getattr(out, 'dtype', None)} {getattr(out, 'shape', None)}")
     return out
 
@@ -196,7 +200,9 @@ def csr_matmul(matrix, V, out=None, *, alpha=1.0, addend=None, beta=0.0, loads=N
     """:meth:`GpuKernels.csr_matmul` with its tuning knobs.
 
     ``loads``: gathers in flight per lane (UNR * C; 1..16); ``rows``: consecutive rows per lane group (1..8);
-    ``wide``: as for :func:`sym_sample`. Long rows are split (:func:`row_split`).
+    ``wide``: as for :func:`sym_sample`. Long rows are split (:func:`row_split`). V may be float32 (a halo, a factor
+    in mixed precision); the sums are float64, returned in float64 without ``out`` and rounded once into a float32
+    ``out`` (a float32 V's product in mixed precision).
     """
     m, ncols = matrix.shape
     V = cupy.asarray(V)
@@ -207,7 +213,8 @@ def csr_matmul(matrix, V, out=None, *, alpha=1.0, addend=None, beta=0.0, loads=N
     if V2.shape[0] != ncols:
         raise ValueError(f"dimension mismatch: matrix is {matrix.shape}, V is {V.shape}")
     r = V2.shape[1]
-    out = _check_out(out, (m,) if vector else (m, r))
+    out = _check_out(out, (m,) if vector else (m, r), (np.float64, np.float32) if V2.dtype == np.float32
+                     else (np.float64,))
     add = addend is not None
     if add:
         addend = cupy.asarray(addend)
@@ -226,12 +233,12 @@ def csr_matmul(matrix, V, out=None, *, alpha=1.0, addend=None, beta=0.0, loads=N
     default_loads, default_rows = _csr_defaults(t, c)
     unr = max(1, _check_knob(loads or default_loads, "loads") // c)
     rpg = _check_knob(rows or default_rows, "rows")
-    vtype = "float" if V2.dtype == np.float32 else "double"
-    name = f"csr_matmul_kernel<{pattern.ctype}, {_offset_type(ncols, r, wide)}, {vtype}, {t}, {c}, {unr}, "
+    name = f"csr_matmul_kernel<{pattern.ctype}, {_offset_type(ncols, r, wide)}, {VALUE_TYPES[V2.dtype]}, "
 
     def launch(starts, ends, target, combine, per_group):
         count = starts.size
-        kernel(f"{name}{per_group}, {'true' if combine else 'false'}>")(
+        template = f"{VALUE_TYPES[target.dtype]}, {t}, {c}, {unr}, {per_group}, {'true' if combine else 'false'}>"
+        kernel(name + template)(
             grid(-(-count // per_group), t), (BLOCK,), (starts, ends, pattern.indices, data, V2, target,
                                                         np.int64(count), np.int32(r), np.float64(alpha),
                                                         np.float64(beta), addend if combine else target))
@@ -243,7 +250,7 @@ def csr_matmul(matrix, V, out=None, *, alpha=1.0, addend=None, beta=0.0, loads=N
         launch(split.piece_starts, split.piece_ends, pieces, False, 1)  # a group per piece: all run at once
         partial = csr_matmul(split.gather, pieces)
         count = split.rows.size * r
-        kernel(f"add_rows_kernel<{pattern.ctype}>")(
+        kernel(f"add_rows_kernel<{pattern.ctype}, {VALUE_TYPES[out.dtype]}>")(
             (-(-count // BLOCK),), (BLOCK,), (partial, split.rows, np.int64(count), np.int32(r),
                                               np.float64(alpha if add else 1.0), out))
     return out
@@ -369,15 +376,33 @@ class GpuKernels(RowSpace):
     """CuPy ``RawKernel`` implementations with the semantics of
     :class:`~cvxpy_culorads.backends.cpu_kernels.CpuKernels`.
 
-    Factors are C-ordered float64 device arrays (converted when not); ``out`` arrays, when given, must be
-    C-contiguous float64 of the right shape and must not alias an input. Calls are asynchronous on the current
-    stream and never synchronise with the host (they can be captured in a CUDA graph), but for the first
-    :meth:`csr_matmul` with a matrix of over ``SPLIT_MIN`` entries (:func:`row_split`).
-    """
+    Factors are C-ordered float64 device arrays (converted when not), or float32 where the Riemannian phase's kernels
+    take them in mixed precision (the sparse product, the L-BFGS passes, the sphere kernels, ``scale_add`` and the
+    inner products: float32 stored, float64 sums); ``out`` arrays, when given, must be C-contiguous float64 (or
+    float32 where a method says so) of the right shape and must not alias an input. Calls are asynchronous on the
+    current stream and never synchronise with the host (they can be captured in a CUDA graph), but for the first
+    :meth:`csr_matmul` with a matrix of over ``SPLIT_MIN`` entries (:func:`row_split`) and the host results
+    (:meth:`inner`, :meth:`norm`, :meth:`gram`)."""
 
     capabilities = ALL_CAPABILITIES
     max_lbfgs_memory = (LBFGS_MAX_VECTORS - 1) // 2
     xp = cupy
+
+    def inner(self, x, y) -> float:
+        """<x, y>, summed in float64 (synchronises): a float32 array's by :func:`wide_dot`, as cuBLAS would sum it in
+        single precision."""
+        return float(cupy.vdot(x, y)) if x.dtype == y.dtype == np.float64 else float(wide_dot(x, y))
+
+    def norm(self, x) -> float:
+        """||x||_2, summed in float64 (synchronises)."""
+        return float(cupy.linalg.norm(x)) if x.dtype == np.float64 else float(cupy.sqrt(wide_dot(x, x)))
+
+    @staticmethod
+    def gram(vectors) -> np.ndarray:
+        """The Gram matrix of ``vectors`` (at most 9 arrays of one shape) on the host, in one pass summed in
+        float64."""
+        count = len(vectors)
+        return symmetric_from_upper(lbfgs_gram(vectors, cupy.empty(count * (count + 1) // 2)).get(), count)
 
     @staticmethod
     def sym_sample(rows, cols, U, V, out=None):
@@ -392,7 +417,8 @@ class GpuKernels(RowSpace):
     @staticmethod
     def csr_matmul(matrix, V, out=None, alpha=1.0, addend=None, beta=0.0):
         """``matrix @ V`` for a ``cupyx.scipy.sparse.csr_matrix`` and a C-ordered dense V (1-D V gives 1-D), or
-        ``alpha * (matrix @ V) + beta * addend`` when an addend is given."""
+        ``alpha * (matrix @ V) + beta * addend`` when an addend is given; float64 sums, rounded into a float32 ``out``
+        where V is float32 (:func:`csr_matmul`)."""
         return csr_matmul(matrix, V, out, alpha=alpha, addend=addend, beta=beta)
 
     @staticmethod
@@ -477,13 +503,20 @@ class GpuKernels(RowSpace):
 
     @staticmethod
     def sphere_tangent(Z, X, squares, scale, out):
-        """out_i = scale (z_i - (z_i . x_i / squares_i) x_i) row by row; ``out`` may be Z."""
+        """out_i = scale (z_i - (z_i . x_i / squares_i) x_i) row by row (Z, X and out of one type, float64 or
+        float32); ``out`` may be Z."""
         return sphere_tangent(Z, X, squares, scale, out)
 
     @staticmethod
     def sphere_retract(X, D, tau, roots, out):
-        """out_i = roots_i (x_i + tau d_i) / |x_i + tau d_i| row by row (a zero row: roots_i e_1)."""
+        """out_i = roots_i (x_i + tau d_i) / |x_i + tau d_i| row by row (a zero row: roots_i e_1); X and D of one
+        type, out float64 or float32 (a factor projected into the other precision)."""
         return sphere_retract(X, D, tau, roots, out)
+
+    @staticmethod
+    def sphere_decrease(R_new, R, CR_new, CR, squares) -> np.ndarray:
+        """:meth:`CpuKernels.sphere_decrease` in one pass (synchronises: the host array of three sums)."""
+        return sphere_decrease(R_new, R, CR_new, CR, squares).get()
 
     @staticmethod
     def lanczos_cycle(step, first, stop, rows, deadline, recorded):

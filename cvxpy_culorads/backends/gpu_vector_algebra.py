@@ -2,7 +2,8 @@
 deterministic grid-wide reductions (the L-BFGS Gram pass and recursion, the line searches' scalars, the sphere's
 normal component, the Gram-Schmidt passes and norms of Lanczos steps) and the per-row kernels of the product of
 spheres. The reductions keep per-device tickets that are always left at zero and never reallocated, so that
-recorded CUDA graphs can hold their address."""
+recorded CUDA graphs can hold their address. The kernels of the Riemannian phase take float32 factors too (mixed
+precision): they read and store float32 and sum and compute in float64."""
 from __future__ import annotations
 
 import cupy
@@ -26,9 +27,12 @@ GATHER_VALUES = cupy.ElementwiseKernel(
 GATHER_ROWS = cupy.ElementwiseKernel(
     "raw T v, raw I index, int64 width", "F out", "out = (F)v[index[i / width] * width + i % width];",
     "culorads_gather_rows")
-SCALE_ADD = cupy.ElementwiseKernel(
-    "float64 a, float64 y, float64 b", "float64 x", "x = __dadd_rn(__dmul_rn(a, x), __dmul_rn(b, y));",
+SCALE_ADD = cupy.ElementwiseKernel(  # T: float64, or float32 (taken in float64, rounded once)
+    "float64 a, T y, float64 b", "T x", "x = (T)__dadd_rn(__dmul_rn(a, (double)x), __dmul_rn(b, (double)y));",
     "culorads_scale_add")
+# <x, y> summed in float64 for float32 arrays (cuBLAS' dot of float32 arrays sums in single precision)
+WIDE_DOT = cupy.ReductionKernel("T x, T y", "float64 z", "(double)x * (double)y", "a + b", "z = a", "0",
+                                "culorads_wide_dot")
 CG_STEP = cupy.ElementwiseKernel(
     "raw float64 rr, raw float64 pap, float64 p, float64 ap", "float64 x, float64 r",
     "const double alpha = pap[0] > 0.0 ? rr[0] / pap[0] : 0.0;"  # p = 0: the solve was exact already
@@ -49,6 +53,7 @@ _SUBTRACT_ALONG = cupy.ElementwiseKernel(
 DIVIDE_BY = cupy.ElementwiseKernel(
     "float64 w, raw float64 norm", "float64 out", "out = w / norm[0];", "culorads_divide_by")
 
+VALUE_TYPES = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}  # the kernels' value types
 REDUCE_THREADS = 256  # the reduction kernels' block size (their warp_sums table assumes 8 warps)
 REDUCE_BLOCKS_PER_SM = 2  # grid cap of the grid-stride reductions: enough loads in flight, few partial sums
 LBFGS_MAX_VECTORS = 9  # G and up to 4 (s, y) pairs: the kernels take that many pointers
@@ -76,19 +81,22 @@ def _vector_args(vectors):
 
 
 def _checked_lbfgs_vectors(vectors):
+    """(count, entries, C type) of L-BFGS vectors: C-contiguous, of one shape and one type (float64 or float32)."""
     if len(vectors) > LBFGS_MAX_VECTORS:
         raise ValueError(f"the GPU L-BFGS keeps at most {(LBFGS_MAX_VECTORS - 1) // 2} pairs, "
                          f"got {(len(vectors) - 1) // 2}")
-    if any(not v.flags.c_contiguous or v.shape != vectors[0].shape for v in vectors):
-        raise ValueError("L-BFGS vectors must be C-contiguous arrays of one shape")
-    return len(vectors), vectors[0].size
+    first = vectors[0]
+    if any(not v.flags.c_contiguous or v.shape != first.shape or v.dtype != first.dtype for v in vectors) \
+            or first.dtype not in VALUE_TYPES:
+        raise ValueError("L-BFGS vectors must be C-contiguous float64 or float32 arrays of one shape and type")
+    return len(vectors), first.size, VALUE_TYPES[first.dtype]
 
 
 def _lbfgs_gram_pass(vectors, recurse: bool, coef, products):
-    K, L = _checked_lbfgs_vectors(vectors)
+    K, L, ftype = _checked_lbfgs_vectors(vectors)
     blocks = _reduce_grid(L)
     partial = cupy.empty(blocks * K * (K + 1) // 2)
-    kernel(f"lbfgs_gram_kernel<{K}, {'true' if recurse else 'false'}>")(
+    kernel(f"lbfgs_gram_kernel<{K}, {'true' if recurse else 'false'}, {ftype}>")(
         (blocks,), (REDUCE_THREADS,), _vector_args(vectors) + (np.int64(L), partial, _ticket(), coef, products))
 
 
@@ -104,10 +112,10 @@ def lbfgs_recursion(upper, count: int, products):
 
 
 def lbfgs_combine(vectors, coef):
-    """sum_j coef[j] vectors[j] (``coef`` a device vector) in one pass."""
-    K, L = _checked_lbfgs_vectors(vectors)
+    """sum_j coef[j] vectors[j] (``coef`` a device vector) in one pass, stored as the vectors are."""
+    K, L, ftype = _checked_lbfgs_vectors(vectors)
     out = cupy.empty_like(vectors[0])
-    kernel(f"lbfgs_combine_kernel<{K}>")((_reduce_grid(L),), (REDUCE_THREADS,), _vector_args(vectors) + (
+    kernel(f"lbfgs_combine_kernel<{K}, {ftype}>")((_reduce_grid(L),), (REDUCE_THREADS,), _vector_args(vectors) + (
         np.int64(L), coef, out))
     return out
 
@@ -223,38 +231,61 @@ def norm_into(w, out):
     kernel("norm_kernel")((blocks,), (REDUCE_THREADS,), (w, np.int64(w.size), partial, _ticket(), out))
 
 
-def _row_arrays(X, *others):
-    """Check that the factors of a row kernel are C-contiguous float64 device arrays of one 2-D shape."""
+def _row_arrays(X, *others, dtypes=(np.float64, np.float32)):
+    """Check that the factors of a row kernel are C-contiguous device arrays of one 2-D shape and one of ``dtypes``
+    (the same for all); returns (n, r, the C type)."""
     for A in (X, *others):
-        if not isinstance(A, cupy.ndarray) or A.dtype != np.float64 or not A.flags.c_contiguous \
-                or A.shape != X.shape or A.ndim != 2:
-            raise ValueError("the row kernels take C-contiguous float64 cupy arrays of one (n x r) shape")
-    return X.shape
+        if not isinstance(A, cupy.ndarray) or A.dtype != X.dtype or X.dtype not in dtypes \
+                or not A.flags.c_contiguous or A.shape != X.shape or A.ndim != 2:
+            kinds = " or ".join(np.dtype(d).name for d in dtypes)
+            raise ValueError(f"the row kernels take C-contiguous {kinds} cupy arrays of one (n x r) shape and type")
+    return X.shape + (VALUE_TYPES[X.dtype],)
+
+
+def wide_dot(x, y):
+    """<x, y> summed in float64 as a 0-d device array (no synchronisation), for arrays of one type."""
+    return WIDE_DOT(x, y)
 
 
 def row_dots(U, V):
     """:meth:`GpuKernels.row_dots` in one pass."""
     U, V = cupy.ascontiguousarray(U), cupy.ascontiguousarray(V)
-    n, r = _row_arrays(U, V)
+    n, r, _ = _row_arrays(U, V, dtypes=(np.float64,))
     out = cupy.empty(n)
     return _ROW_DOTS(U, V, np.int64(r), out) if n else out
 
 
 def sphere_tangent(Z, X, squares, scale, out):
     """:meth:`GpuKernels.sphere_tangent`."""
-    n, r = _row_arrays(Z, X, out)
+    n, r, ftype = _row_arrays(Z, X, out)
     lanes = lanes_for_rank(r)
-    kernel(f"sphere_tangent_kernel<{lanes}>")(grid(n, lanes), (BLOCK,), (
+    kernel(f"sphere_tangent_kernel<{lanes}, {ftype}>")(grid(n, lanes), (BLOCK,), (
         Z, X, squares, np.float64(scale), out, np.int64(n), np.int32(r)))
     return out
 
 
 def sphere_retract(X, D, tau, roots, out):
-    """:meth:`GpuKernels.sphere_retract`."""
-    n, r = _row_arrays(X, D, out)
+    """:meth:`GpuKernels.sphere_retract` (out float64 or float32, whatever X's type)."""
+    n, r, ftype = _row_arrays(X, D)
+    _, _, gtype = _row_arrays(out)
+    if out.shape != X.shape:
+        raise ValueError(f"sphere_retract: out has shape {out.shape}, the factor {X.shape}")
     lanes = lanes_for_rank(r)
-    kernel(f"sphere_retract_kernel<{lanes}>")(grid(n, lanes), (BLOCK,), (
+    kernel(f"sphere_retract_kernel<{lanes}, {ftype}, {gtype}>")(grid(n, lanes), (BLOCK,), (
         X, D, np.float64(tau), roots, out, np.int64(n), np.int32(r)))
+    return out
+
+
+def sphere_decrease(R_new, R, CR_new, CR, squares):
+    """:meth:`GpuKernels.sphere_decrease`'s three sums in a device 3-vector, in one pass over the four arrays."""
+    n, r, ftype = _row_arrays(R_new, R, CR_new, CR)
+    if squares.dtype != np.float64 or squares.shape != (n,):
+        raise ValueError("sphere_decrease: squares must be a float64 vector of the factor's rows")
+    out = cupy.empty(3)
+    lanes = lanes_for_rank(r)
+    blocks = _reduce_grid(n * lanes)
+    kernel(f"sphere_decrease_kernel<{lanes}, {ftype}>")((blocks,), (REDUCE_THREADS,), (
+        R_new, R, CR_new, CR, squares, np.int64(n), np.int32(r), cupy.empty(blocks * 3), _ticket(), out))
     return out
 
 

@@ -34,6 +34,7 @@ class Capability(enum.Enum):
     # kernels on one device's whole arrays, called by an operator or inside a composite kernel: a split set has its
     # shards' own sets run them, each on its part
     WHOLE_ARRAYS = "whole_arrays"
+    MIXED_PRECISION = "mixed_precision"  # the Riemannian phase on float32 factors (``Settings.precision="mixed"``)
 
 
 CAPABILITY_METHODS = {
@@ -44,6 +45,7 @@ CAPABILITY_METHODS = {
     Capability.WHOLE_ARRAYS: frozenset({"sym_sample", "sym_sample_pair", "row_dots", "gather_values", "scatter_add",
                                         "gather_rows", "lbfgs_gram", "lbfgs_recursion", "lbfgs_combine", "basis_dot",
                                         "basis_subtract"}),
+    Capability.MIXED_PRECISION: frozenset({"sphere_decrease"}),
 }
 ALL_CAPABILITIES = frozenset(Capability)
 
@@ -55,8 +57,12 @@ LINE_SEARCH_ROW_SCALARS = slice(6, 8)  # the entries of line_search_products tha
 class Kernels(Protocol):
     """The contract of a kernel set, as the phases use it. Arrays are the backend's; ``out`` arrays, when given,
     are C-contiguous float64 of the result's shape and alias no input; "in place" methods change their first
-    arguments. Every method returns the same shapes on every backend; ``lbfgs_pair``'s record is opaque (only
-    ``lbfgs_direction`` of the same kernel set reads it).
+    arguments. The kernels of the Riemannian phase (``csr_matmul``, ``lbfgs_*``, ``scale_add``, ``sphere_tangent``,
+    ``sphere_retract``, ``sphere_decrease``, ``inner``, ``norm``, ``gram``) also take float32 factors
+    (``Settings.precision="mixed"``): they store float32, sum in float64, take each row's formula in float64 and round
+    it once; ``csr_matmul`` rounds into a float32 ``out`` and ``sphere_retract`` into a float64 one (a point projected
+    for its measurement). Every method returns the same shapes on every backend; ``lbfgs_pair``'s record is opaque
+    (only ``lbfgs_direction`` of the same kernel set reads it).
 
     Declared capabilities, checked by the plan before a solve: ``capabilities``, the :class:`Capability` values
     the set implements (a method outside them may be absent), and ``max_lbfgs_memory``, the most L-BFGS pairs
@@ -92,9 +98,11 @@ class Kernels(Protocol):
     def sphere_tangent(self, Z, X, squares, scale, out): ...
     def row_dots(self, U, V): ...
     def sphere_retract(self, X, D, tau, roots, out): ...
+    def sphere_decrease(self, R_new, R, CR_new, CR, squares) -> np.ndarray: ...
     def sphere_line_search_products(self, AW, Avals, b, lam, R, D, CD, out): ...
     def remove_normal(self, Z, R, size, normal, multiplier=None, weight=0.0): ...
     def inner(self, x, y) -> float: ...
+    def gram(self, vectors) -> np.ndarray: ...
     def norm(self, x) -> float: ...
     def all_finite(self, x) -> bool: ...
     def empty_like(self, x): ...

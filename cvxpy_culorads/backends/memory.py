@@ -136,33 +136,49 @@ def deflation_fits(backend, n: int, q: int) -> bool:
     return free is None or DEFLATION_ARRAYS * 8 * n * q <= LANCZOS_MEMORY_SHARE * free
 
 
-# Sizes up to which the interior-point method's dense work is cheap enough to be worth trying
-INTERIOR_POINT_MAX_CONSTRAINTS = 5000  # the dense m x m Schur complement and its Cholesky factor
-INTERIOR_POINT_MAX_BLOCK_ORDER = 1500  # dense inverse, Cholesky and eigenvalue problems of this order per iteration
-INTERIOR_POINT_MAX_ROUTE_ENTRIES = 3 * 10 ** 7  # float64 entries of one block's Schur complement work arrays
+# Sizes up to which the interior-point method may run at all; within them its estimated time decides (``costs.py``)
+# and its memory must fit (``interior_point_work_bytes``)
+INTERIOR_POINT_MAX_CONSTRAINTS = 40000  # the dense m x m Schur complement and its Cholesky factor: 13 GB each
+INTERIOR_POINT_MAX_BLOCK_ORDER = 4000  # dense inverse, Cholesky and eigenvalue problems of this order per iteration
+# float64 entries of one band of a block's positions x positions Schur matrix built at once (``_Block.schur``): large
+# enough to be one long kernel on a GPU, small enough that the four a band takes are a few hundred MB
+INTERIOR_POINT_BAND_ENTRIES = 2 ** 24
 # Consecutive blocks that the method holds as one block-diagonal matrix, up to this order: an iteration makes about a
 # dozen small LAPACK and NumPy calls per block (inverses, Cholesky factors, step-length eigenvalues), each costing
 # microseconds of dispatch for a few hundred flops, while the merged matrix's cubic cost is still negligible
 INTERIOR_POINT_GROUP_ORDER = 32
 
 
+# Flops of the dense route's GEMMs (X A_j Z: 4 n^3 per constraint) that take as long as one entry of the positions
+# route's gathered products: 5.0 s for 3.1e7 entries against 2.7 s for 1.1e10 flops on rose13, 0.28 s for 3.1e6
+# against 8.0 s for 7.2e10 on trto3 (2-core CPU; decision record "interior-point-route")
+DENSE_ROUTE_FLOPS_PER_ENTRY = 600
+
+
 def route_entries(positions: int, constraints: int, n: int) -> tuple[bool, int]:
-    """(whether the positions route is the smaller, entries of the smaller route's work arrays)."""
-    by_positions, dense = positions * positions, constraints * n * n
+    """(whether the positions route is the cheaper, the cheaper route's work in entries of the positions route:
+    |positions|^2 gathered products, or the dense route's 4 m_k n^3 GEMM flops at ``DENSE_ROUTE_FLOPS_PER_ENTRY``)."""
+    by_positions, dense = positions * positions, 4 * constraints * n ** 3 // DENSE_ROUTE_FLOPS_PER_ENTRY
     return by_positions <= dense, min(by_positions, dense)
+
+
+def _route_memory(positions: int, constraints: int, n: int) -> int:
+    """Entries of a block's Schur route's arrays: W = K A' (positions x m_k) and four bands of K, or W, the dense
+    constraint matrices and a band of their products X A_j Z."""
+    band = INTERIOR_POINT_BAND_ENTRIES + n * n
+    if route_entries(positions, constraints, n)[0]:
+        return positions * constraints + 4 * min(positions * positions, band)
+    return positions * constraints + constraints * n * n + 2 * min(constraints * n * n, band)
 
 
 def interior_point_work_bytes(problem) -> int | None:
     """An estimate of the method's memory (the m x m Schur complement, its factor and a copy; each block's Schur
-    route and a score of n_k x n_k iterates and directions), or None when the problem is too large for it."""
+    route and a score of n_k x n_k iterates and directions), or None when the problem is beyond its size limits."""
     too_large = any(n > INTERIOR_POINT_MAX_BLOCK_ORDER for n in problem.block_sizes)
     if problem.m > INTERIOR_POINT_MAX_CONSTRAINTS or too_large:
         return None
-    routes = interior_point_routes(problem)
-    if any(route > INTERIOR_POINT_MAX_ROUTE_ENTRIES for _, route in routes):
-        return None
     entries = 3 * problem.m ** 2 + 4 * problem.n_lp
-    entries += sum(5 * route + 20 * n * n for n, route in routes)
+    entries += sum(_route_memory(*shape) + 20 * shape[2] ** 2 for shape in _group_shapes(problem))
     return 8 * entries
 
 
@@ -179,10 +195,9 @@ def interior_point_groups(sizes) -> list[list[int]]:
     return groups
 
 
-def interior_point_routes(problem) -> list[tuple[int, int]]:
-    """Per group of blocks (:func:`interior_point_groups`), its order and the entries of the interior-point method's
-    Schur-complement work arrays (its smaller route); the method sees low-rank terms expanded (only small problems
-    reach it)."""
+def _group_shapes(problem) -> list[tuple[int, int, int]]:
+    """Per group of blocks (:func:`interior_point_groups`): the positions its constraints touch, the constraints
+    touching it, its order. The method sees low-rank terms expanded (only small problems reach it)."""
     problem = problem.expanded()
     out = []
     for members in interior_point_groups(problem.block_sizes):
@@ -190,12 +205,18 @@ def interior_point_routes(problem) -> list[tuple[int, int]]:
         positions = sum(np.unique(c.row * n + c.col).size
                         for c, n in zip(coefficients, (problem.block_sizes[k] for k in members)))
         constraints = np.unique(np.concatenate([c.con for c in coefficients])).size
-        n = sum(problem.block_sizes[k] for k in members)
-        out.append((n, route_entries(positions, constraints, n)[1]))
+        out.append((positions, constraints, sum(problem.block_sizes[k] for k in members)))
     return out
 
 
+def interior_point_routes(problem) -> list[tuple[int, int]]:
+    """Per group of blocks (:func:`interior_point_groups`), its order and the entries of the interior-point method's
+    Schur-complement work (its smaller route, :func:`route_entries`)."""
+    return [(n, route_entries(positions, constraints, n)[1]) for positions, constraints, n in _group_shapes(problem)]
+
+
 def interior_point_fits(problem) -> bool:
-    """Whether the interior-point method's dense work arrays are small enough for it to be cheap (the driver
-    offers it only such problems, ``Settings.lorads.interior_point_handover``)."""
+    """Whether the problem is within the interior-point method's size limits (the driver offers it only such
+    problems, ``Settings.lorads.interior_point_handover``; whether it starts is the cost model's estimate, whether it
+    runs the free memory's)."""
     return interior_point_work_bytes(problem) is not None

@@ -3,10 +3,10 @@
 CVXPY hands a solver ``min c'x s.t. A x + s = b, s in K`` with ``x`` free and ``K`` a product of zero,
 nonnegative and √2-scaled PSD cones (upper triangle, column-major); with ``DIR_CONE_KINDS`` it first
 moves PSD and nonnegative *variables* out of the slack rows into "direct cones" on entries of ``x``.
-:func:`to_sdp_problem` rewrites that form as the engine's ``min sum <C_k, X_k> + c_lp'x_lp s.t.
-sum <A_ik, X_k> + A_lp x_lp = b, X_k PSD, x_lp >= 0`` (see its docstring for how each part maps) and
-returns a :class:`SolutionMap` that turns the engine's :class:`Result` back into CVXPY's ``x``, row
-duals and direct-cone duals; :class:`CULORADS` wires both into CVXPY, and :func:`register` makes
+:func:`to_sdp_problem` rewrites that form, or for a model in LMI form its dual, as the engine's ``min sum <C_k, X_k> +
+c_lp'x_lp s.t. sum <A_ik, X_k> + A_lp x_lp = b, X_k PSD, x_lp >= 0`` (see its docstring for how each part maps) and
+returns a :class:`SolutionMap` (:class:`DualMap`) that turns the engine's :class:`Result` back into CVXPY's status,
+``x``, row duals and direct-cone duals; :class:`CULORADS` wires both into CVXPY, and :func:`register` makes
 ``problem.solve(solver="CULORADS")`` find it.
 """
 from __future__ import annotations
@@ -31,7 +31,7 @@ from cvxpy_culorads.problem.sdp import SDPProblem
 from cvxpy_culorads.result import Result, Status
 from cvxpy_culorads.settings import Settings
 
-__all__ = ["CULORADS", "SolutionMap", "register", "to_sdp_problem"]
+__all__ = ["CULORADS", "SolutionMap", "DualMap", "register", "to_sdp_problem"]
 
 # ExtractDirectCones (cvxpy >= 1.9.3, the version pyproject.toml requires) hands PSD and nonnegative variables
 # over as they are; with DIR_CONE_KINDS empty, to_sdp_problem finds the same blocks in the slack rows itself.
@@ -110,7 +110,23 @@ class SolutionMap:
         x[self.free_x] = positive - negative
         return x
 
-    def duals(self, lam, ray: bool = False) -> tuple[np.ndarray, dict]:
+    def status(self, status: Status) -> Status:
+        """The engine's status, which is the CVXPY problem's."""
+        return status
+
+    def value(self, result: Result) -> float:
+        """CVXPY's ``c'x`` at :meth:`primal`."""
+        return result.primal_objective
+
+    def duals(self, result: Result) -> tuple[np.ndarray, dict]:
+        """CVXPY's row duals and direct-cone duals from the engine's multipliers (:meth:`duals_of`)."""
+        return self.duals_of(result.dual)
+
+    def certificate(self, result: Result) -> tuple[np.ndarray, dict]:
+        """CVXPY's certificate of infeasibility from the engine's Farkas ray (``result.certificate``)."""
+        return self.duals_of(result.certificate.multipliers, ray=True)
+
+    def duals_of(self, lam, ray: bool = False) -> tuple[np.ndarray, dict]:
         """CVXPY's row duals ``y`` (``c + A'y = 0``) and the duals of its direct cones by constraint id.
 
         With ``lambda`` the engine's multipliers, every kept row has ``y = -lambda`` (so inequality and
@@ -129,6 +145,57 @@ class SolutionMap:
         for constr_id, x_index, scale in self.direct_cones:  # a batched PSD constraint has several
             by_constraint.setdefault(constr_id, []).append(reduced_cost[x_index] / scale)
         return y, {cid: np.concatenate(parts) for cid, parts in by_constraint.items()}
+
+
+# the engine's statuses of a model's dual as the model's: an infeasible dual means an unbounded model and back
+_DUAL_STATUS = {Status.INFEASIBLE: Status.UNBOUNDED, Status.UNBOUNDED: Status.INFEASIBLE,
+                Status.INFEASIBLE_INACCURATE: Status.UNBOUNDED_INACCURATE,
+                Status.UNBOUNDED_INACCURATE: Status.INFEASIBLE_INACCURATE}
+
+
+@dataclass
+class DualMap:
+    """How an engine :class:`Result` of CVXPY's dual ``max -b'y s.t. A'y + c = 0, y in K*`` (made by
+    :func:`to_sdp_problem` for a model in LMI form) maps back: the engine's multipliers are CVXPY's ``x`` (its dual
+    slack is ``s = b - A x``), its PSD blocks and nonnegative variables are CVXPY's row duals ``y``."""
+
+    num_rows: int
+    num_zero: int
+    num_nonneg: int
+
+    def status(self, status: Status) -> Status:
+        """The model's status from its dual's (``_DUAL_STATUS``)."""
+        return _DUAL_STATUS.get(status, status)
+
+    def value(self, result: Result) -> float:
+        """CVXPY's ``c'x`` at :meth:`primal`: minus the engine's dual objective ``-c'lambda``."""
+        return -result.dual_objective
+
+    def primal(self, result: Result) -> np.ndarray:
+        """CVXPY's ``x``: the engine's multipliers."""
+        return np.array(result.dual, dtype=np.float64)
+
+    def duals(self, result: Result) -> tuple[np.ndarray, dict]:
+        """CVXPY's row duals: the engine's point (no direct cones in LMI form)."""
+        return self._rows(result.factors, result.x_lp), {}
+
+    def certificate(self, result: Result) -> tuple[np.ndarray, dict]:
+        """CVXPY's certificate of infeasibility: the engine's primal ray (``A'y = 0``, ``b'y < 0``, ``y`` in K*)."""
+        return self._rows(result.certificate.factors, result.certificate.x_lp), {}
+
+    def _rows(self, factors, x_lp) -> np.ndarray:
+        """``y`` from the blocks X_k = R_k R_k' (as √2-scaled svecs) and the LP block [y_nonneg | y_zero+ | y_zero-]."""
+        x_lp = np.asarray(x_lp, dtype=np.float64)
+        zero, nonneg = self.num_zero, self.num_nonneg
+        y = np.zeros(self.num_rows)
+        y[:zero] = x_lp[nonneg:nonneg + zero] - x_lp[nonneg + zero:nonneg + 2 * zero]
+        y[zero:zero + nonneg] = x_lp[:nonneg]
+        first = zero + nonneg
+        for R in factors:
+            rows, cols = _svec_positions(R.shape[0])
+            y[first:first + rows.size] = (R @ R.T)[rows, cols] * _svec_scale(rows, cols)
+            first += rows.size
+        return y
 
 
 class _Variables:
@@ -197,8 +264,9 @@ class _Variables:
         self.owned[cols] = True
 
 
-def to_sdp_problem(data: dict) -> tuple[SDPProblem, SolutionMap]:
-    """Rewrite the data of ``problem.get_problem_data("CULORADS")`` as an :class:`SDPProblem`.
+def to_sdp_problem(data: dict, dualize: bool | None = None) -> tuple[SDPProblem, SolutionMap | DualMap]:
+    """Rewrite the data of ``problem.get_problem_data("CULORADS")`` as an :class:`SDPProblem` (``dualize``: None
+    solves a model in LMI form as its dual, as below; False never does, True wherever the model is in LMI form).
 
     How each part of ``A x + s = b`` maps (everything is sparse-matrix algebra, O(nnz(A) + size(x))):
 
@@ -215,6 +283,13 @@ def to_sdp_problem(data: dict) -> tuple[SDPProblem, SolutionMap]:
       constraints. (Dualizing instead would turn every entry of a PSD variable into an equality.)
       The price: the dual must meet ``c_j = A_j' lambda`` exactly for both halves, which a
       first-order method reaches slowly when LMI-form models have many free scalars.
+
+    A model in LMI form (every entry of ``x`` free, some PSD rows) with fewer entries of ``x`` than rows is solved
+    as its dual instead (:func:`_dual_form`, mapped back by :class:`DualMap`): one equality per entry of ``x`` and
+    no free splits, where the form above takes one per svec entry and two columns per entry of ``x``. The split
+    costs more than its size: without a Slater point (an LMI with a singular constant block, as the fidelity SDP
+    of a pure state has) the interior-point method stalls on the primal form 3e-5 to 1e-3 off, and solves the dual
+    to tol (decision record "exact-statuses-and-cvxpy-duals").
 
     PSD blocks come in the order: variable blocks, then LMI slack blocks; the LP block is
     ``[nonnegative variables | inequality slacks | x+ | x-]``. For an svec position p = (r, c) of
@@ -234,6 +309,9 @@ def to_sdp_problem(data: dict) -> tuple[SDPProblem, SolutionMap]:
     variables = _Variables(num_x, num_rows)
     variables.take_direct_cones(data.get("dir_cones", []))
     lmi_blocks = variables.take_selection_rows(A, b, dims)
+    lmi_form = bool(lmi_blocks) and not variables.owned.any()
+    if lmi_form and (num_x < num_rows if dualize is None else dualize):
+        return _dual_form(A, b, c, dims)
 
     keep = variables.row_x < 0
     kept_rows = np.flatnonzero(keep)
@@ -280,6 +358,32 @@ def to_sdp_problem(data: dict) -> tuple[SDPProblem, SolutionMap]:
     return problem, mapping
 
 
+def _dual_form(A: sp.csr_array, b: np.ndarray, c: np.ndarray, dims) -> tuple[SDPProblem, DualMap]:
+    """CVXPY's dual ``min b'y s.t. A'y = -c, y in K*`` as an :class:`SDPProblem`: one equality per entry of ``x``,
+    the PSD rows' duals as PSD blocks (the √2-scaled svec as for LMI slacks), the inequality rows' as nonnegative
+    variables and the equality rows' as y+ - y-."""
+    columns = sp.csc_array(A.T)  # column p: row p of A; row j: the engine's equality of x_j
+    zero, nonneg = dims.zero, dims.nonneg
+    block_sizes, objectives, coefficients = [], [], []
+    first = zero + nonneg
+    for n in dims.psd:
+        rows_n, cols_n = _svec_positions(n)
+        scale = _svec_scale(rows_n, cols_n)
+        block = sp.coo_array(columns[:, first:first + rows_n.size])
+        coefficients.append((block.row, rows_n[block.col], cols_n[block.col], block.data / scale[block.col]))
+        values = b[first:first + rows_n.size] / scale
+        nonzero = values != 0
+        objectives.append((rows_n[nonzero], cols_n[nonzero], values[nonzero]))
+        block_sizes.append(n)
+        first += rows_n.size
+    equalities = columns[:, :zero]
+    A_lp = sp.hstack([columns[:, zero:zero + nonneg], equalities, -equalities], format="csc")
+    c_lp = np.concatenate([b[zero:zero + nonneg], b[:zero], -b[:zero]])
+    problem = SDPProblem(-c, objectives, coefficients, block_sizes=block_sizes, c_lp=c_lp, A_lp=A_lp,
+                         name="cvxpy dual")
+    return problem, DualMap(num_rows=A.shape[0], num_zero=zero, num_nonneg=nonneg)
+
+
 def _unsupported_parts(problem_form, supported) -> list[str]:
     """What in the problem CULORADS cannot take, each with the solver to use instead."""
     parts = []
@@ -296,7 +400,7 @@ class _SolverOutput(NamedTuple):
     """What ``solve_via_data`` hands to ``invert``."""
 
     result: Result
-    mapping: SolutionMap
+    mapping: SolutionMap | DualMap
     setup_time: float
     accept_unknown: bool
 
@@ -307,7 +411,7 @@ class CULORADS(ConicSolver):
     All :class:`Settings` are solver options: ``problem.solve(solver="CULORADS", tol=1e-6,
     device="cpu")``. After a solve, ``problem.solver_stats.extra_stats`` is the engine's
     :class:`Result`, whose ``factors`` give X_k = R_k R_k' without forming X (the PSD variable blocks
-    come first, in the order cvxpy lists them).
+    come first, in the order cvxpy lists them); for a model solved as its dual (``DualMap``) the Result is the dual's.
     """
 
     # Solver capabilities.
@@ -386,7 +490,8 @@ class CULORADS(ConicSolver):
     def invert(self, solution: _SolverOutput, inverse_data):
         """Returns the solution to the original problem given the inverse_data."""
         result, mapping = solution.result, solution.mapping
-        status = self.STATUS_MAP[result.status]
+        model_status = mapping.status(result.status)
+        status = self.STATUS_MAP[model_status]
         if result.status is Status.STALLED and solution.accept_unknown:
             status = s.OPTIMAL_INACCURATE
         attr = {
@@ -397,21 +502,22 @@ class CULORADS(ConicSolver):
         }
         if status in s.ERROR:
             raise SolverError(failure_message(result))
-        if result.status is Status.INFEASIBLE:
-            return failure_solution(status, attr, self._dual_values(mapping, result.certificate.multipliers,
-                                                                    inverse_data, ray=True))
+        if model_status is Status.INFEASIBLE:
+            return failure_solution(status, attr, self._dual_values(mapping.certificate(result), inverse_data,
+                                                                    ray=True))
         if status not in s.SOLUTION_PRESENT:
             return failure_solution(status, attr)
 
-        dual_vars = self._dual_values(mapping, result.dual, inverse_data)
+        dual_vars = self._dual_values(mapping.duals(result), inverse_data)
         primal_vars = {inverse_data[self.VAR_ID]: mapping.primal(result)}
-        opt_val = result.primal_objective + inverse_data[s.OFFSET]
+        opt_val = mapping.value(result) + inverse_data[s.OFFSET]
         return Solution(status, opt_val, primal_vars, dual_vars, attr)
 
-    def _dual_values(self, mapping: SolutionMap, lam, inverse_data, ray: bool = False) -> dict:
-        """The duals of every constraint by id (of a Farkas ray with ``ray``: the inequality rows' duals, >= 0 up to
-        the ray's checked violation, are projected onto the nonnegative cone, as a certificate's must lie in it)."""
-        row_duals, dual_vars = mapping.duals(lam, ray)
+    def _dual_values(self, duals: tuple[np.ndarray, dict], inverse_data, ray: bool = False) -> dict:
+        """The duals of every constraint by id from CVXPY's row duals and direct-cone duals (of a certificate of
+        infeasibility with ``ray``: the inequality rows' duals, >= 0 up to the ray's checked violation, are projected
+        onto the nonnegative cone, as a certificate's must lie in it)."""
+        row_duals, dual_vars = duals
         dims = inverse_data[ConicSolver.DIMS]
         num_zero = dims.zero
         if ray:

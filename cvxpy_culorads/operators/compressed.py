@@ -430,7 +430,10 @@ class CompressedOperator:
         return self.kernels.csr_matmul(self.A_fold, w)
 
     def objective_times(self, V, out=None):
-        """C V."""
+        """C V, stored as V is: a float32 V (mixed precision) gets a float32 product whose sums were float64. C's
+        values stay float64 (one copy of the data; on the GPU they are 1/r of the bytes the product reads)."""
+        if out is None and V.dtype != np.float64:
+            out = self.backend.xp.empty(V.shape, V.dtype)
         out = self.kernels.csr_matmul(self.C, V, out=out)
         if self.objective_terms is not None:
             out += self.objective_terms.times(self.objective_weights, V)

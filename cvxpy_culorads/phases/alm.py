@@ -13,7 +13,8 @@ steps) or the smoothed certificate keeps moving, then rho doubles; a run of hard
 every rank by a factor (the "dynamic rank" of LoRADS). The phase is a generator of ``Progress``
 rows, one per L-BFGS step, so the driver owns the loop (time limits, logging); it ends at the switch to ADMM
 (the primal infeasibility reaches ``lorads.phase1_tol``, or it and the gap reach ``lorads.phase1_tol`` / 1000 or the
-final ``tol``), or when its outer-iteration budget is spent.
+final ``tol``), or when its outer-iteration budget is spent. Free variables split as x+ - x- (:class:`MirrorPairs`)
+lose the common part of their halves at the start and after every subproblem, which the constraints do not see.
 
 On a problem with a constraint a tr X = b (``bounds.FixedTrace``: theta's tr X = 1) the phase keeps that constraint
 exact instead: R stays on the sphere ||R||_F^2 = b / a, the gradient and the direction are projected onto its
@@ -32,9 +33,10 @@ import math
 import numpy as np
 
 from cvxpy_culorads.backends.memory import widening_fits
+from cvxpy_culorads.operators.compressed import CompressedOperator
 from cvxpy_culorads.phases.state import PhaseOutcome, Progress, SolverState
 
-__all__ = ["ALMPhase", "quartic_minimiser", "sphere_minimiser"]
+__all__ = ["ALMPhase", "MirrorPairs", "quartic_minimiser", "sphere_minimiser"]
 
 EASY, MEDIUM, HARD = 20, 100, 400  # L-BFGS steps per subproblem that classify its difficulty
 RANK_TRIGGER = 15  # accumulated difficulty that grows the ranks
@@ -51,6 +53,9 @@ LINE_SEARCH_SCALARS = 9  # entries written by kernels.line_search_products
 SPHERE_SCALARS = 28  # entries written by kernels.sphere_line_search_products
 SPHERE_DECREASE = 0.25  # on the sphere, rho grows when a subproblem cut the primal infeasibility by less than this
 PERTURBATION = 1e-2  # relative size of the random move off a critical point that the multiplier updates keep (sphere)
+# A mirror pair's smaller half keeps this share of the pair's difference, and at least MIRROR_FLOOR of its own value:
+# never zero, where x = r^2 could not grow again when the difference changes sign
+MIRROR_KEEP, MIRROR_FLOOR = 1e-2, 1e-6
 
 
 def quartic_minimiser(a: float, b: float, c: float, d: float, tau_max: float = TAU_MAX) -> float:
@@ -124,6 +129,71 @@ class LBFGS:
         return self.kernels.lbfgs_direction(G, self.pairs, products)
 
 
+class MirrorPairs:
+    """Pairs of scalar rows of the stacked factor (a nonnegative variable, or a PSD block's row that the data touch
+    on the diagonal only, so that its entry is x = ||R_i||^2) whose constraint columns are opposite, a_j = -a_i, with
+    c_i + c_j >= 0: the halves x+ - x- of a free variable, as SDPA files (the 2-RDM problems' diagonal block) and the
+    CVXPY path split one. The constraints see only x_i - x_j, the objective charges x_i + x_j (often by nearly
+    nothing), so the ALM's iterates drift along x_i = x_j: on NH2 both halves grew to 5e3 while the rest of X stayed
+    below 10, and the subproblems, whose curvature along those rows grew with them, took hundreds of L-BFGS steps
+    (decision record "quantum-chemistry-convergence"). :meth:`recentre` takes the common part off both halves: A(X)
+    stays, the objective does not grow, the scales come back."""
+
+    def __init__(self, xp, first, second):
+        self.xp, self.first, self.second = xp, first, second
+
+    @classmethod
+    def of(cls, op) -> MirrorPairs | None:
+        """The pairs of a one-device operator without low-rank terms (None when there are none). Columns are matched
+        by two random projections, which opposite columns give exactly opposite values (the same sums negated)."""
+        if not isinstance(op, CompressedOperator) or op.constraint_terms is not None or op.objective_terms is not None:
+            return None
+        xp, backend = op.backend.xp, op.backend
+        scalar = _lone_diagonal(op.S, xp) & ((xp.diff(op.C.indptr) == 0) | _lone_diagonal(op.C, xp))
+        rows = xp.flatnonzero(scalar)
+        if rows.size < 2:
+            return None
+        positions = op.S_gather[op.S.indptr[rows]]
+        projections = op.At_raw @ xp.asarray(np.random.default_rng(0).standard_normal((op.m, 2)))
+        keys = backend.to_host(projections[positions])
+        costs = backend.to_host(op.C.diagonal()[rows])
+        halves: dict[tuple, list[int]] = {}
+        for index, key in enumerate(map(tuple, keys)):
+            if key[0] != 0.0:
+                halves.setdefault(key, []).append(index)
+        first, second = [], []
+        for key, members in halves.items():
+            if key[0] > 0.0:
+                for i, j in zip(members, halves.get((-key[0], -key[1]), ())):
+                    if costs[i] + costs[j] >= 0.0:  # else the problem is unbounded along the pair
+                        first.append(i), second.append(j)
+        if not first:
+            return None
+        host_rows = backend.to_host(rows)
+        return cls(xp, xp.asarray(host_rows[first]), xp.asarray(host_rows[second]))
+
+    def recentre(self, R) -> None:
+        """Take the common part off each pair's halves (in place): x_i - x_j stays, the smaller half keeps
+        MIRROR_KEEP of the difference. Rows scale, so R's zero columns stay zero."""
+        xp = self.xp
+        x_first = (R[self.first] ** 2).sum(axis=1)
+        x_second = (R[self.second] ** 2).sum(axis=1)
+        common = xp.minimum(x_first, x_second)
+        kept = xp.maximum(MIRROR_KEEP * xp.abs(x_first - x_second), MIRROR_FLOOR * common)
+        taken = xp.maximum(common - kept, 0.0)
+        R[self.first] *= xp.sqrt((x_first - taken) / xp.maximum(x_first, 1e-300))[:, None]
+        R[self.second] *= xp.sqrt((x_second - taken) / xp.maximum(x_second, 1e-300))[:, None]
+
+
+def _lone_diagonal(matrix, xp):
+    """Whether each row of a square CSR matrix has one stored entry, on the diagonal."""
+    counts = xp.diff(matrix.indptr)
+    if not matrix.indices.size:
+        return counts < 0
+    first = matrix.indices[xp.minimum(matrix.indptr[:-1], matrix.indices.size - 1)]
+    return (counts == 1) & (first == xp.arange(matrix.shape[0]))
+
+
 class ALMPhase:
     """Phase I on a :class:`SolverState`; iterate with ``for progress in phase.run(): ...``."""
 
@@ -139,6 +209,7 @@ class ALMPhase:
         self.grow_ranks = grow_ranks
         self.switch_when_feasible = switch_when_feasible
         self.sphere = sphere  # a bounds.FixedTrace kept exact, or None
+        self.mirror = MirrorPairs.of(op) if sphere is None else None
         self.exit_tol = settings.tol if exit_tol is None else exit_tol  # the sphere's exit: gap and pinf below it
         # the primal infeasibility that hands over to phase II: ``tol`` from a warm start, which often starts below
         # phase1_tol, where phase II's sweeps gain less per step than phase I's (decision record "warm-start")
@@ -347,6 +418,8 @@ class ALMPhase:
         st, op = self.state, self.op
         if self.sphere is not None:  # back onto the sphere (a start, an escape's or a growth's new columns)
             st.R *= math.sqrt(self.sphere.size) / self.kernels.norm(st.R)
+        if self.mirror is not None:
+            self.mirror.recentre(st.R)
         st.Avals = op.constraints(op.sample(st.R))
         self._refresh_objective()
         self.G = self._gradient()
@@ -364,6 +437,8 @@ class ALMPhase:
     def _update_multipliers(self) -> None:
         st = self.state
         st.lam = st.lam - st.rho * (st.Avals - self.op.b)
+        if self.mirror is not None:  # A(X) stays: C R and the gradient are recomputed below anyway
+            self.mirror.recentre(st.R)
         self._refresh_objective()
         self.G = self._gradient()
         self._update_eta()

@@ -10,8 +10,10 @@ against the array namespace so it runs on either backend (the solve's, or the ho
 :func:`interior_point_backend`): per iteration one m x m Cholesky factorisation, and per block an inverse, a
 Cholesky factorisation and an eigenvalue problem of order n_k. The Schur complement M_ij = sum_k
 <A_ik, X_k A_jk S_k^-1> is formed per block either over the positions the constraints touch
-(|Omega_k|^2 memory: few positions, e.g. the theta problems) or from dense copies of the constraint
-matrices (m_k n_k^2 memory: few dense constraints, e.g. arch*), whichever is smaller. The phase is a
+(|Omega_k|^2 gathered products, in bands: few positions, e.g. the theta problems) or by GEMMs with dense copies of the
+constraint matrices (4 m_k n_k^3 flops: few dense constraints, e.g. arch*), whichever is cheaper
+(``memory.route_entries``); it is factorised with a diagonal shift where rounding made it indefinite (degenerate
+problems: truss, buckling) and each solve is refined against it. The phase is a
 generator of ``Progress`` rows; at the end it leaves its best iterate in the solver state as a
 factor (X_k = R_k R_k' from the eigendecomposition) and multipliers, which the driver then measures
 from scratch like any other point.
@@ -24,7 +26,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from cvxpy_culorads.backends.backend import CpuBackend
-from cvxpy_culorads.backends.memory import interior_point_groups, route_entries
+from cvxpy_culorads.backends.memory import INTERIOR_POINT_BAND_ENTRIES, interior_point_groups, route_entries
 from cvxpy_culorads.certify.measures import relative_gap
 from cvxpy_culorads.phases.state import Progress, SolverState
 from cvxpy_culorads.problem.sdp import BlockCoefficients
@@ -49,6 +51,10 @@ DENSE_BLOCK_ENTRIES = 2 ** 14
 # m x n_lp entries up to which the LP constraints are held dense: their Schur part is then one GEMM instead of three
 # sparse products, whose dispatch dominates on tiny CVXPY models (decision record "interior-point-small-operators")
 DENSE_LP_ENTRIES = 10 ** 6
+# The largest diagonal shift of the Schur complement, as a share of its largest diagonal entry, and the refinement steps
+# of each solve that take the shift's error out again (``InteriorPointPhase._factorise``, ``_solve``)
+MAX_SHIFT = 1e-6
+REFINEMENTS = 2
 FACTOR_CUTOFF = 1e-13  # eigenvalues of X_k below this share of the largest are left out of the factor
 
 
@@ -92,11 +98,14 @@ class _Block:
         self.by_positions = by_positions
         if self.by_positions:
             self.half = xp.asarray(np.where(rows == cols, 0.5, 1.0))  # A_i = sum_p a_ip c_p (e_u e_v' + e_v e_u')
+            self.chunk = max(1, INTERIOR_POINT_BAND_ENTRIES // max(1, positions.size))  # rows of K built at once
         else:
             dense = np.zeros((self.constraints.size, n, n))
             dense[row_of, coeff.row, coeff.col] = coeff.val
             dense[row_of, coeff.col, coeff.row] = coeff.val
             self.dense = xp.asarray(dense.reshape(self.constraints.size, n * n))
+            self.flat_uv, self.flat_vu = xp.asarray(rows * n + cols), xp.asarray(cols * n + rows)
+            self.chunk = max(1, INTERIOR_POINT_BAND_ENTRIES // (n * n))  # constraints whose X A_j Z are made at once
 
     def member_matrices(self, X):
         """The diagonal blocks of the group's matrix ``X``, one per member block."""
@@ -118,21 +127,34 @@ class _Block:
         """The block's part of the Schur complement, (<A_i, X A_j Z>) over its touching constraints."""
         if self.by_positions:
             xp, u, v = self.xp, self.rows, self.cols
-            Xu, Xv, Zu, Zv = X[u], X[v], Z[u], Z[v]
-            # entry (p, q) for p = (u, v), q = (s, t): X_vs Z_ut + X_vt Z_us + X_us Z_vt + X_ut Z_vs (take() gathers
-            # columns faster than fancy indexing in NumPy, decision record "host-passes-numpy"; accumulating in place
-            # keeps two |Omega|^2 arrays)
-            K = xp.take(Xv, u, axis=1) * xp.take(Zu, v, axis=1)
-            for rows_of_X, rows_of_Z, first, second in ((Xv, Zu, v, u), (Xu, Zv, u, v), (Xu, Zv, v, u)):
-                term = xp.take(rows_of_X, first, axis=1)
-                term *= xp.take(rows_of_Z, second, axis=1)
-                K += term
-            K *= self.half[:, None]
-            K *= self.half[None, :]
-            return self.A @ (self.A @ K).T
-        m_k = self.dense.shape[0]
-        products = (X @ self.dense.reshape(m_k, self.n, self.n) @ Z).reshape(m_k, self.n * self.n)
-        return self.dense @ products.T
+            # M = A K A' with K the positions x positions matrix of Delta -> X Delta Z, built a band of rows at a
+            # time (``memory.INTERIOR_POINT_BAND_ENTRIES``), each band multiplied into W = K A' at once: the memory
+            # is |Omega| m_k for W, not |Omega|^2 for K (neu1g: 1.5 GB)
+            W = xp.empty((u.size, self.constraints.size))
+            for start in range(0, u.size, self.chunk):
+                band = slice(start, start + self.chunk)
+                Xu, Xv, Zu, Zv = X[u[band]], X[v[band]], Z[u[band]], Z[v[band]]
+                # entry (p, q) for p = (u, v), q = (s, t): X_vs Z_ut + X_vt Z_us + X_us Z_vt + X_ut Z_vs (take()
+                # gathers columns faster than fancy indexing in NumPy, decision record "host-passes-numpy";
+                # accumulating in place keeps two band arrays)
+                K = xp.take(Xv, u, axis=1) * xp.take(Zu, v, axis=1)
+                for rows_of_X, rows_of_Z, first, second in ((Xv, Zu, v, u), (Xu, Zv, u, v), (Xu, Zv, v, u)):
+                    term = xp.take(rows_of_X, first, axis=1)
+                    term *= xp.take(rows_of_Z, second, axis=1)
+                    K += term
+                K *= self.half[band, None]
+                K *= self.half[None, :]
+                W[band] = (self.A @ K.T).T
+            return self.A @ W
+        # X A_j Z for a band of constraints at a time (GEMMs), its symmetric part sampled at the positions: W = K A'
+        # again, without the m_k^2 n^2 product of the dense matrices with all of X A_j Z
+        n, m_k = self.n, self.constraints.size
+        W = self.xp.empty((self.rows.size, m_k))
+        for start in range(0, m_k, self.chunk):
+            band = slice(start, start + self.chunk)
+            products = (X @ self.dense[band].reshape(-1, n, n) @ Z).reshape(-1, n * n)
+            W[:, band] = (0.5 * (products[:, self.flat_uv] + products[:, self.flat_vu])).T
+        return self.A_fold @ W
 
 
 def interior_point_backend(problem, backend):
@@ -219,9 +241,12 @@ class InteriorPointPhase:
             mu = self._mu(nu)
             progress = Progress.measure("IPM", iteration, residual, primal, dual, self.norms, mu,
                                         [block.n for block in self.blocks])
-            dual_residual = (sum(float(xp.linalg.norm(R)) for R in Rd) + float(xp.linalg.norm(rd_lp))) / \
-                (1.0 + self.norms.C_1)
-            worst = max(progress.primal_infeasibility, dual_residual, relative_gap(primal, dual))
+            # upper estimates of the measures the solve certifies (``Run.evaluate``): the residual per constraint,
+            # and the slack's violation, -lambda_min(S + R_d) <= ||R_d||_F (the LP part's: sum of |rd_lp|)
+            primal_residual = residual / (1.0 + self.norms.b_2)
+            dual_residual = (sum(float(xp.linalg.norm(R)) for R in Rd) + float(xp.abs(rd_lp).sum())) / \
+                (1.0 + self.norms.C_inf)
+            worst = max(primal_residual, dual_residual, relative_gap(primal, dual))
             if not math.isfinite(worst):
                 return
             if self.best is None or worst < self.best[0]:
@@ -297,30 +322,46 @@ class InteriorPointPhase:
         return M
 
     def _factorise(self, M):
-        """The Cholesky factor of M, with a tiny diagonal shift if rounding made it indefinite; None if that fails."""
+        """(M, the Cholesky factor of M with a diagonal shift where rounding made M indefinite), or None where no
+        shift up to ``MAX_SHIFT`` of its largest diagonal entry helps. Near the optimum of a degenerate problem (the
+        truss and buckling ones) M is singular to rounding; the shift's error is removed by refining each solve
+        against M itself (``_solve``)."""
         xp = self.xp
         M = 0.5 * (M + M.T)  # not in place: CuPy does not guard against the overlap of M and M.T
         diagonal = xp.diagonal(M).copy()
-        shift = 1e-13 * float(xp.abs(diagonal).max()) if self.m else 0.0
-        for attempt in range(3):
+        largest = float(xp.abs(diagonal).max()) if self.m else 0.0
+        shift = 0.0
+        while True:
+            if shift:
+                xp.fill_diagonal(M, diagonal + shift)
             try:
                 L = xp.linalg.cholesky(M)
             except np.linalg.LinAlgError:
                 L = None
             if L is not None and bool(xp.isfinite(L).all()):  # CuPy returns NaN instead of raising
-                return L
-            xp.fill_diagonal(M, diagonal + shift * 10.0 ** attempt)
-        return None
+                xp.fill_diagonal(M, diagonal)
+                return M, L
+            shift = max(100.0 * shift, 1e-14 * largest)
+            if not 0.0 < shift <= MAX_SHIFT * largest:
+                return None
 
-    def _solve(self, L, h):
-        xp = self.xp
+    def _solve(self, factor, h):
+        """M^-1 h from the (shifted) factor, refined against M (``REFINEMENTS`` steps, no host synchronisation)."""
+        M, L = factor
+        if not L.size:
+            return self.xp.zeros(0)
+        dy = self._triangular_solves(L, h)
+        for _ in range(REFINEMENTS):
+            dy += self._triangular_solves(L, h - M @ dy)
+        return dy
+
+    def _triangular_solves(self, L, h):
         solve = self.backend.linalg.solve_triangular
         # L is finite (``_factorise``) and so is h (``_direction``): SciPy's finiteness checks would cost more than the
         # solves on small problems
-        return (solve(L.T, solve(L, h, lower=True, check_finite=False), lower=False, check_finite=False) if L.size
-                else xp.zeros(0))
+        return solve(L.T, solve(L, h, lower=True, check_finite=False), lower=False, check_finite=False)
 
-    def _direction(self, L, targets, t_lp, rp, Rd, rd_lp, Z, ratio):
+    def _direction(self, factor, targets, t_lp, rp, Rd, rd_lp, Z, ratio):
         """The HKM direction: dX = sym(T - X dS S^-1), dS = R_d - A*(dy), with M dy = r_p - A(T - X R_d S^-1);
         None when it is not finite (the iterates of a problem without a solution diverge)."""
         xp = self.xp
@@ -328,7 +369,7 @@ class InteriorPointPhase:
         rhs = rp - self._apply(shifted, t_lp - ratio * rd_lp)
         if not bool(xp.isfinite(rhs).all()):
             return None
-        dy = self._solve(L, rhs)
+        dy = self._solve(factor, rhs)
         dS = [R - block.adjoint(dy) for block, R in zip(self.blocks, Rd)]
         ds = rd_lp - self.A_lp_t @ dy
         dX = [_sym(T - X @ d @ Zk) for T, X, d, Zk in zip(targets, self.X, dS, Z)]

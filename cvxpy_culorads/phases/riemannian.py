@@ -23,6 +23,15 @@ On several devices (:mod:`cvxpy_culorads.distributed`) the products of a run who
 search then judges the decrease by a formula whose rounding error shrinks with the step, and the returned point's
 product is taken in double precision.
 
+In mixed precision (``Settings.precision="mixed"``, one device) a run may be *single*: the factor, the gradient,
+the direction, the L-BFGS pairs and C R are float32, while the kernels sum inner products, Gram matrices and norms in
+float64 and the line search's scalars stay float64. A rounded row is off its sphere by float32's rounding, which
+moves <C, R R'> at first order (C R has a large component along each row), so the line search judges the objective
+of the points projected back, to first order, with the decrease in a form whose rounding shrinks with the step
+(``Kernels.sphere_decrease``). A single run stops once its gradient measure reaches the rounding of C R
+(``SINGLE_FLOOR``), and the strategy goes on in double precision from there (decision record "mixed-precision").
+Whatever the run stored, it leaves the state a float64 point of the spheres with float64 multipliers (``_finish``).
+
 A run ends once the scale-free gradient measure ||grad||_F ||R||_F / (1 + s |<C, X>|) is at most ``target``
 (the driver tightens it between runs until the certificate holds), or when a step finds no descent. It is a
 generator of ``Progress`` rows, one per step, like the other phases.
@@ -47,6 +56,12 @@ FIRST_STEP = 0.1  # the first step (no curvature pairs yet) moves this share of 
 # decrease taken as in ``_line_search``, rounded runs reach gradient measures as small as runs in double precision
 # do, well below this target (decision record "halo-precision"); tighter targets take double precision all the same.
 ROUNDED_HALO_TARGET = 1e-7
+# A single-precision run stops (STALLED) once its gradient measure is at most this factor times the measure of the
+# rounding of C R, eps32 ||2 s C R||_F ||R||_F / (1 + s |<C, X>|): the measured gradient is then mostly rounding, and
+# runs left to go on below it spent 2-8 times the steps of a hand-over to double precision there (decision record
+# "mixed-precision").
+SINGLE_FLOOR = 1.0
+SINGLE_EPSILON = float(np.finfo(np.float32).eps) / 2  # the unit roundoff of float32
 
 
 @dataclass(frozen=True)
@@ -83,16 +98,18 @@ class Spheres:
         covered = sum(roots.size for _, _, roots in fixed.blocks)
         return covered == problem.m == layout.n_rows
 
-    def projected(self, R, kernels):
-        """R with every row scaled to its sphere (a zero row becomes root_i e_1), in new memory."""
-        return kernels.sphere_retract(R, R, 0.0, self.roots, kernels.empty_like(R))
+    def projected(self, R, kernels, dtype=np.float64):
+        """R with every row scaled to its sphere (a zero row becomes root_i e_1), in new memory of ``dtype``: float64
+        (a point to measure or to hand on, whatever R stores) or float32 (a single-precision run's start)."""
+        out = kernels.empty_like(R) if R.dtype == dtype else kernels.xp.empty(R.shape, dtype)
+        return kernels.sphere_retract(R, R, 0.0, self.roots, out)
 
 
 class RiemannianPhase:
     """L-BFGS on the spheres of fixed rows (see the module); iterate with ``for progress in phase.run(): ...``."""
 
     def __init__(self, op, state, settings, norms, spheres: Spheres, *, target: float, lbfgs: LBFGS | None = None,
-                 rounded_halo_target: float = ROUNDED_HALO_TARGET):
+                 rounded_halo_target: float = ROUNDED_HALO_TARGET, single: bool = False):
         self.op, self.state, self.settings, self.norms = op, state, settings, norms
         self.spheres, self.squares, self.roots, self.target = spheres, spheres.squares, spheres.roots, target
         self.backend, self.xp, self.kernels = op.backend, op.backend.xp, op.kernels
@@ -102,17 +119,25 @@ class RiemannianPhase:
         self.steps = self.moves = 0  # rows yielded, steps taken
         self.measure = math.inf  # the gradient measure at the last point
         # the trial points' product: rounded halos in a loose run; the returned point's is exact (``_finish``)
-        self.rounded = op.rounds_halo and target >= rounded_halo_target
-        self.times = op.rounded_objective_times if self.rounded else op.objective_times
+        rounded_halo = op.rounds_halo and target >= rounded_halo_target
+        self.times = op.rounded_objective_times if rounded_halo else op.objective_times
+        # single precision: float32 factor-sized arrays (one device; the caller decides)
+        self.single, self.dtype = single, np.float32 if single else np.float64
+        # C R carries more than double's rounding: the line search judges the decrease by its rounding-robust form
+        self.rounded = rounded_halo or single
+        self.floor = 0.0  # the gradient measure that single precision resolves at the last point (0 in double)
+        self.product_norm = 0.0  # ||C R||_F of the current point, for the floor
         self.outcome: PhaseOutcome | None = None
 
     def run(self):
         st, xp = self.state, self.xp
         s = st.c_scale
-        st.R = self.spheres.projected(st.R, self.kernels)
+        st.R = self.spheres.projected(st.R, self.kernels, self.dtype)
         CR = self.times(st.R)
         objective = self.kernels.inner(st.R, CR)
         G = self._gradient(st.R, CR, s)
+        if self.single:
+            self.product_norm = self.kernels.norm(CR)
         CR = self._kept(CR)
         lbfgs = self.lbfgs
         products = xp.empty(2)
@@ -123,7 +148,8 @@ class RiemannianPhase:
                 if lbfgs.pairs and not dg < 0.0:  # not a descent direction: steepest descent instead
                     lbfgs.reset()
                     continue
-                measure = self.measure = math.sqrt(max(gg, 0.0) * self.size) / (1.0 + s * abs(objective))
+                scale = math.sqrt(self.size) / (1.0 + s * abs(objective))
+                measure = self.measure = math.sqrt(max(gg, 0.0)) * scale
                 self.steps += 1
                 yield Progress.measure("RIEM", self.steps, 0.0, objective, objective, self.norms, 0.0, st.ranks)
                 if not math.isfinite(measure + objective):
@@ -131,6 +157,10 @@ class RiemannianPhase:
                     return
                 if measure <= self.target:
                     self.outcome = PhaseOutcome.CONVERGED
+                    return
+                self.floor = SINGLE_FLOOR * SINGLE_EPSILON * 2.0 * s * self.product_norm * scale
+                if measure <= self.floor:  # single precision resolves no more descent
+                    self.outcome = PhaseOutcome.STALLED
                     return
                 tau = 1.0 if lbfgs.pairs else FIRST_STEP * math.sqrt(self.size / gg)
                 accepted = self._line_search(st.R, CR, D, tau, s * objective, dg, s)
@@ -157,15 +187,20 @@ class RiemannianPhase:
     def _line_search(self, R, CR, D, tau, merit, slope, s):
         """Armijo backtracking along the retraction; (R_new, C R_new, <C, R_new R_new'>) or None.
 
-        With rounded halos the decrease is taken as <R_new - R, C R_new + C R>, which equals the difference of
-        the objectives for a symmetric C and whose rounding error shrinks with the step: the difference of the two
+        With rounded halos the decrease is taken as <R_new - R, C R_new + C R>, which equals the difference of the
+        objectives for a symmetric C and whose rounding error shrinks with the step: the difference of the two
         rounded objectives carries an error of the size of the rounding of <R, C R>, and near the optimum that
-        exceeded the decrease, so the search stalled (decision record "halo-precision")."""
+        exceeded the decrease, so the search stalled (decision record "halo-precision"). In single precision the
+        same form is taken of the points projected back onto the spheres (``Kernels.sphere_decrease``)."""
         R_new = self.kernels.empty_like(R)
         for _ in range(BACKTRACKS):
             self.kernels.sphere_retract(R, D, tau, self.roots, R_new)
             CR_new = self.times(R_new)
-            if self.rounded:
+            if self.single:
+                objective, decrease, product_squares = self.kernels.sphere_decrease(R_new, R, CR_new, CR, self.squares)
+                sufficient = s * decrease <= ARMIJO * tau * slope
+                self.product_norm = math.sqrt(product_squares)
+            elif self.rounded:
                 gram = self.kernels.gram([R_new, R, CR_new, CR])
                 objective = gram[0, 2]
                 sufficient = s * (gram[0, 2] + gram[0, 3] - gram[1, 2] - gram[1, 3]) <= ARMIJO * tau * slope
@@ -187,7 +222,8 @@ class RiemannianPhase:
 
     def _kept(self, CR):
         """C R of the current point where the line search needs it (the rounded decrease), else None, so that the
-        line search holds one factor-sized array fewer; the last point's product is taken again (``_finish``)."""
+        line search holds one factor-sized array fewer; the last point's product is taken again (``_finish``). In
+        single precision it is float32: the kept array costs half of one in double."""
         return CR if self.rounded else None
 
     def _finish(self) -> None:
@@ -195,8 +231,12 @@ class RiemannianPhase:
         phase: lambda = s (A(sym(C R R')))_i / (A(sym(A*(1) R R')))_i, which for one diagonal entry a_i on row j
         is s <(C R)_j, r_j> / (a_i |r_j|^2) (the least-squares multipliers of ``certificates``, exactly). C R is
         taken again, in double precision: a run keeps its point's product only where rounded (``_kept``), and a
-        rounded one is not the answer's. One product per run."""
+        rounded one is not the answer's. A single-precision run's point is first projected into float64 (its rows
+        back on their spheres to double's rounding), so the state, the multipliers and what the driver measures are
+        float64. One product per run."""
         st, op, xp = self.state, self.op, self.xp
+        if st.R.dtype != np.float64:
+            st.R = self.spheres.projected(st.R, self.kernels)
         CR = op.objective_times(st.R)
         objective = self.kernels.inner(st.R, CR)
         numerator = op.constraints(op.sample(CR, st.R))

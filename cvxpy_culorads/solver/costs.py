@@ -1,15 +1,17 @@
-"""What each route to a small problem is expected to cost, so that the driver starts with the cheaper one.
+"""What each route to a problem is expected to cost, so that the driver starts with the cheaper one.
 
-The interior-point method's iterations cost a fixed share per group of blocks (Python and LAPACK call overheads;
-small blocks are held together, ``memory.interior_point_groups``), the dense work on each group (n^3: an inverse, a
+The interior-point method's iterations cost a fixed share per group of blocks (call and launch overheads; small
+blocks are held together, ``memory.interior_point_groups``), the dense work on each group (n^3: an inverse, a
 Cholesky factorisation and an eigenvalue problem), the Schur complement's assembly (its route's work entries,
 ``memory.interior_point_routes``) and its factorisation (m^3); they number 10 to 30. The low-rank phases' steps cost
-a fixed overhead plus work in n r; easy problems (MaxCut) need a few hundred, hard ones (truss, control, theta)
-thousands. The constants are fitted, by relative least squares, to measured solve times of small SDPLIB problems on
-a small CPU (``benchmarks/studies/routes.py`` prints the estimates beside the measured times). On the GPU the
-low-rank step is launch-bound, so its cost is one constant; the interior-point method runs on the host below block
-order ``DEVICE_MIN_ORDER`` (``phases/interior_point.py``), and above it the CPU fit stands in, not fitted on the
-GPU. What was measured: decision record "route-cost-model".
+a fixed overhead plus work in n r; where every constraint fixes a diagonal entry or one block's trace (MaxCut, theta:
+the phases that keep those constraints exact, ``plan.LowRankPhases``) a few hundred steps do, elsewhere (truss,
+buckling, polynomial, copositivity, frequency assignment) the ALM takes tens of thousands. The CPU constants are
+fitted, by relative least squares, to measured solve times of small SDPLIB problems on a small CPU
+(``benchmarks/studies/routes.py`` prints the estimates beside the measured times). On the GPU the low-rank step is
+launch-bound, so its cost is one constant; the interior-point method runs on the host below block order
+``DEVICE_MIN_ORDER`` (``phases/interior_point.py``), and above it on the GPU, whose constants are the H100's nominal
+rates, not yet fitted. What was measured: decision records "route-cost-model" and "interior-point-route".
 
 ``device="auto"`` compares one low-rank step on each device (:class:`DeviceCosts`): the same step count is
 expected on both, so the cheaper step wins. The CPU that matters there is a GPU machine's host, many cores with a
@@ -20,16 +22,40 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from cvxpy_culorads.backends.memory import interior_point_routes
+import numpy as np
 
-__all__ = ["DeviceCosts", "RouteCosts"]
+from cvxpy_culorads.backends.memory import interior_point_routes
+from cvxpy_culorads.certify.bounds import FixedDiagonals, FixedTrace
+from cvxpy_culorads.operators.compressed import BlockLayout
+from cvxpy_culorads.phases.interior_point import DEVICE_MIN_ORDER
+from cvxpy_culorads.phases.riemannian import Spheres
+
+__all__ = ["DeviceCosts", "RouteCosts", "interior_point_iteration_seconds", "low_rank_step_seconds", "low_rank_steps"]
 
 IPM_ITERATIONS = 15  # the median over the calibration set (8 to 29)
-IPM_SECONDS_PER_GROUP = 8.2e-4  # per group of blocks and iteration
-IPM_SECONDS_PER_CUBE = 1.8e-9  # per n^3 of a group and iteration
-IPM_SECONDS_PER_ROUTE_ENTRY = 1.8e-8  # per Schur-complement work entry and iteration
-IPM_SECONDS_PER_SCHUR_CUBE = 7.3e-11  # per m^3 and iteration
-LOW_RANK_STEPS = 300  # what an easy problem (MaxCut) needs; hard ones need thousands, hence IPM_CHEAP_SECONDS
+
+
+@dataclass(frozen=True)
+class _IterationCosts:
+    """Seconds of one interior-point iteration: per group of blocks, per n^3 of a group, per Schur-complement work
+    entry, per m^3."""
+
+    group: float
+    cube: float
+    route_entry: float
+    schur_cube: float
+
+
+IPM_CPU = _IterationCosts(8.2e-4, 1.8e-9, 1.8e-8, 7.3e-11)  # fitted on the 2-core CPU
+# the H100's nominal rates, not yet fitted (decision record "interior-point-route"): per group four eigenvalue
+# problems, three factorisations and inverses (cuSOLVER's are launch-bound, milliseconds each, below order ~1000) and
+# some 40 host synchronisations; 1.5e13 flop/s in the factorisations (m^3 / 3 flops); gathered products at a tenth of
+# its 3 TB/s
+IPM_GPU = _IterationCosts(2.0e-2, 2.0e-11, 3.0e-11, 2.5e-14)
+LOW_RANK_STEPS = 300  # what an easy problem (MaxCut) needs on the phases that keep its constraints exact
+# what the ALM needs elsewhere: trto3, vibra3, buck3 and shmup2 did not converge in 3,300 to 5,000 steps, neu1g,
+# taha1a and fap09 not in 45 s of H100 steps (decision record "interior-point-route")
+LOW_RANK_HARD_STEPS = 20000
 # an interior-point method expected to take no longer than this starts first whatever the other estimate: the
 # low-rank phases' step count is unknown in advance and ranges from 200 to 5000 on such problems
 IPM_CHEAP_SECONDS = 0.1
@@ -37,6 +63,17 @@ GPU_STEP_SECONDS = 6.0e-4  # one low-rank step on the GPU, launch-bound (decisio
 LOW_RANK_STEP_SECONDS = {False: 2.5e-4, True: GPU_STEP_SECONDS}  # fixed cost of one step on the CPU / the GPU
 LOW_RANK_SECONDS_PER_ROW_RANK = 2.8e-7  # per n r and step (CPU)
 GPU_HOST_STEP_SECONDS, GPU_HOST_SECONDS_PER_ROW_RANK = 2.5e-4, 2.0e-8  # one step on a GPU machine's CPU
+
+
+def low_rank_steps(problem) -> int:
+    """The low-rank phases' expected steps: ``LOW_RANK_STEPS`` where they keep every constraint exact on spheres or
+    one block's trace (as :func:`~cvxpy_culorads.solver.plan.plan` decides with the default algorithm), else
+    ``LOW_RANK_HARD_STEPS``."""
+    layout = BlockLayout.of(problem)
+    on_spheres = Spheres.cover(problem, layout, FixedDiagonals.of(problem, layout.offsets, np))
+    return LOW_RANK_STEPS if on_spheres or FixedTrace.of(problem) is not None else LOW_RANK_HARD_STEPS
+
+
 @dataclass(frozen=True)
 class RouteCosts:
     """Estimated seconds of the interior-point method and of the low-rank phases on one problem."""
@@ -47,12 +84,8 @@ class RouteCosts:
     @classmethod
     def of(cls, problem, ranks, on_gpu: bool) -> RouteCosts:
         """The estimates for ``problem`` with the low-rank phases' initial ``ranks`` (one per PSD block)."""
-        per_iteration = IPM_SECONDS_PER_SCHUR_CUBE * problem.m ** 3 + sum(
-            IPM_SECONDS_PER_GROUP + IPM_SECONDS_PER_CUBE * n ** 3 + IPM_SECONDS_PER_ROUTE_ENTRY * route
-            for n, route in interior_point_routes(problem))
-        per_row_rank = 0.0 if on_gpu else LOW_RANK_SECONDS_PER_ROW_RANK
-        step = LOW_RANK_STEP_SECONDS[on_gpu] + per_row_rank * _row_rank(problem, ranks)
-        return cls(IPM_ITERATIONS * per_iteration, LOW_RANK_STEPS * step)
+        return cls(IPM_ITERATIONS * interior_point_iteration_seconds(problem, on_gpu),
+                   low_rank_steps(problem) * low_rank_step_seconds(problem, ranks, on_gpu))
 
     @property
     def interior_point_first(self) -> bool:
@@ -61,6 +94,20 @@ class RouteCosts:
     def describe(self) -> str:
         return (f"estimated {self.interior_point:.3g} s for the interior-point method, {self.low_rank:.3g} s for "
                 "the low-rank phases")
+
+
+def interior_point_iteration_seconds(problem, on_gpu: bool) -> float:
+    """The estimated seconds of one interior-point iteration, on the GPU where the method runs there (blocks of order
+    ``DEVICE_MIN_ORDER`` and up)."""
+    rates = IPM_GPU if on_gpu and max(problem.block_sizes, default=0) >= DEVICE_MIN_ORDER else IPM_CPU
+    return rates.schur_cube * problem.m ** 3 + sum(
+        rates.group + rates.cube * n ** 3 + rates.route_entry * route for n, route in interior_point_routes(problem))
+
+
+def low_rank_step_seconds(problem, ranks, on_gpu: bool) -> float:
+    """The estimated seconds of one low-rank step with the initial ``ranks``."""
+    per_row_rank = 0.0 if on_gpu else LOW_RANK_SECONDS_PER_ROW_RANK
+    return LOW_RANK_STEP_SECONDS[on_gpu] + per_row_rank * _row_rank(problem, ranks)
 
 
 def _row_rank(problem, ranks) -> int:

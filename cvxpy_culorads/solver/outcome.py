@@ -1,8 +1,9 @@
 """The outcome of a solve: the status its best point earns, the evidence for infeasibility or unboundedness, and the
 :class:`~cvxpy_culorads.Result` assembled on the host.
 
-A status is decided here only: OPTIMAL when the criteria measured on the returned point hold; otherwise what stopped
-the solve (a limit, Ctrl-C), or INACCURATE within ``reduced_tol``, STALLED above it, and for a stalled point the
+A status is decided here only: OPTIMAL when the criteria measured on the returned point hold and its objective owes
+no more than tol to its residual (``evaluation.residual_share``); otherwise what stopped the solve (a limit, Ctrl-C),
+or INACCURATE within ``reduced_tol``, STALLED above it, and for a stalled point the
 infeasibility evidence of the multipliers' direction (:func:`infeasibility_evidence`). A solve that ends without an
 answer on a problem small enough for the interior-point method then looks for a proof (:func:`with_certificate`):
 the engine solves the problem's Farkas and ray problems (``certify/rays.py``), and a ray that passes the independent
@@ -21,7 +22,7 @@ from cvxpy_culorads.certify.certificates import farkas_violations, is_primal_ray
 from cvxpy_culorads.certify.rays import check_farkas, check_ray, farkas_problem, ray_problem
 from cvxpy_culorads.result import Result, Status
 from cvxpy_culorads.settings import Settings
-from cvxpy_culorads.solver.evaluation import Evaluation
+from cvxpy_culorads.solver.evaluation import Evaluation, residual_share
 
 __all__ = ["result_of", "status_of", "divergence_status", "infeasibility_evidence", "with_certificate",
            "INFEASIBLE_SIZE_FACTOR"]
@@ -46,7 +47,10 @@ def divergence_status(run) -> tuple[Status, str]:
 def result_of(run, best, stop_status: Status | None, evidence: str, route: str) -> Result:
     settings, layout, backend = run.settings, run.op.layout, run.backend
     evaluation = best.evaluation
-    status = status_of(evaluation, stop_status, settings)
+    # one more pass of the operator, only where it can matter: a point that meets the criteria
+    share = residual_share(run.op, best.R, best.lam / best.c_scale, evaluation) if evaluation.worst <= settings.tol \
+        else 0.0
+    status = status_of(evaluation, stop_status, settings, share)
     if status is Status.STALLED:
         farkas = infeasibility_evidence(run)
         status, evidence = (Status.INFEASIBLE_INACCURATE, farkas) if farkas else (status, evidence)
@@ -54,7 +58,7 @@ def result_of(run, best, stop_status: Status | None, evidence: str, route: str) 
     R, dual = backend.to_host_together([best.R, best.lam / (best.c_scale * run.op.row_scale)])
     factors = tuple(np.ascontiguousarray(R[o:o + n, :r]) for o, n, r in zip(layout.offsets, layout.sizes, best.ranks))
     x_lp = R[layout.lp_offset:, 0] ** 2
-    message = "; ".join(filter(None, [message_of(status, evaluation, settings), evidence,
+    message = "; ".join(filter(None, [message_of(status, evaluation, settings, share), evidence,
                                       f"dual bound: {evaluation.bound.how}"]))
     result = Result(status=status, primal_objective=evaluation.primal_objective,
                     dual_objective=evaluation.dual_objective, errors=evaluation.errors,
@@ -69,16 +73,19 @@ def result_of(run, best, stop_status: Status | None, evidence: str, route: str) 
     return result
 
 
-def status_of(evaluation: Evaluation, stop_status: Status | None, settings: Settings) -> Status:
-    """OPTIMAL when the criteria hold (whatever stopped the run); else what stopped it; else INACCURATE within
-    ``reduced_tol``, STALLED above it, NUMERICAL_ERROR for a point that could not be measured."""
-    if evaluation.worst <= settings.tol:
+def status_of(evaluation: Evaluation, stop_status: Status | None, settings: Settings,
+              share: float = 0.0) -> Status:
+    """OPTIMAL when the criteria and the ``share`` of the gap the residual makes (``evaluation.residual_share``) are
+    within tol (whatever stopped the run); else what stopped it; else INACCURATE within ``reduced_tol``, STALLED
+    above it, NUMERICAL_ERROR for a point that could not be measured."""
+    worst = max(evaluation.worst, share)
+    if worst <= settings.tol:
         return Status.OPTIMAL
     if stop_status is not None:
         return stop_status
-    if evaluation.worst <= settings.inaccurate_tol:
+    if worst <= settings.inaccurate_tol:
         return Status.INACCURATE
-    return Status.STALLED if math.isfinite(evaluation.worst) else Status.NUMERICAL_ERROR
+    return Status.STALLED if math.isfinite(worst) else Status.NUMERICAL_ERROR
 
 
 def infeasibility_evidence(run) -> str:
@@ -173,8 +180,12 @@ def _primal_ray(problem, settings: Settings, solve):
                                            f"and ||A(D)||_inf = {certificate.violation:.2e} ||A||_inf")
 
 
-def message_of(status: Status, evaluation: Evaluation | None, settings: Settings) -> str:
+def message_of(status: Status, evaluation: Evaluation | None, settings: Settings, share: float = 0.0) -> str:
     measures = "" if evaluation is None else ", ".join(evaluation.criteria)
+    if evaluation is not None and evaluation.worst <= settings.tol < share:  # demoted by the residual share
+        return (f"{measures} within tol = {settings.tol:g}, but the gap hides a residual share of {share:.2g}: the "
+                "objective owes more than tol to the primal residual (lambda'(A(X) - b)), so it is not shown within "
+                "tol of the optimum")
     return {
         # (only criterion="dimacs" can leave the certified gap above tol at OPTIMAL)
         Status.OPTIMAL: f"{measures} within tol = {settings.tol:g}" + (

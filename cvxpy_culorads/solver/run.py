@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from cvxpy_culorads.backends.backend import gpu_available, select_backend
-from cvxpy_culorads.backends.kernels import check_capabilities
+from cvxpy_culorads.backends.kernels import Capability, check_capabilities
 from cvxpy_culorads.backends.memory import DENSE_LIMIT, fitting_rank, interior_point_work_bytes
 from cvxpy_culorads.backends.threads import limited, stage_threads
 from cvxpy_culorads.certify.bounds import TraceBounds
@@ -32,7 +32,7 @@ from cvxpy_culorads.phases.riemannian import Spheres
 from cvxpy_culorads.phases.state import SolverState
 from cvxpy_culorads.result import Errors, Status
 from cvxpy_culorads.settings import Settings
-from cvxpy_culorads.solver.costs import RouteCosts
+from cvxpy_culorads.solver.costs import RouteCosts, interior_point_iteration_seconds
 from cvxpy_culorads.solver.evaluation import Evaluation, better, criteria_of
 from cvxpy_culorads.solver.log import LOGGER, logs
 from cvxpy_culorads.solver.plan import LowRankPhases, Plan
@@ -125,6 +125,9 @@ class Run:
         self.largest_size, self.largest_multipliers, self._largest_norm = 0.0, None, 0.0
         # a problem on a product of spheres takes the Riemannian phase
         self.spheres = Spheres.of(problem, layout, fixed, self.op) if on_spheres else None
+        # mixed precision covers the Riemannian phase where the kernel set has it (one device); the rest runs in double
+        self.single_precision = (settings.precision == "mixed" and self.spheres is not None
+                                 and Capability.MIXED_PRECISION in self.op.kernels.capabilities)
         # the paper's rule measures the iterate as it is; the certified one returns it projected onto fixed rows (by
         # the spheres where there are)
         # (split rows without spheres are measured as they are: the projection is written for whole arrays)
@@ -146,6 +149,10 @@ class Run:
         # which route starts, by estimated cost (only where the interior-point method may run at all)
         self.routes = (RouteCosts.of(problem, cost_ranks, not self.backend.on_host)
                        if self.interior_point_bytes is not None else None)
+        # one iteration's estimated seconds: the method does not start where one would run past the time limit
+        on_gpu = not self.interior_point_backend.on_host
+        self.interior_point_iteration = (interior_point_iteration_seconds(problem, on_gpu)
+                                         if self.interior_point_bytes is not None else None)
         if self.routes is not None and plan.warm_start is not None:
             self.routes = plan.warm_start.route_costs(self.routes)
         self.in_interior_point = False
@@ -156,9 +163,22 @@ class Run:
         self.eigen_work = 9.0 * sum(n ** 3 for n in dense)
 
     def plan_reasons(self) -> tuple[str, ...]:
-        """The plan's reasons, with what only the device could tell (a start narrowed to fit in its memory)."""
+        """The plan's reasons, with what only the device could tell (a start narrowed to fit in its memory) and
+        what ``precision="mixed"`` covers."""
         narrowed = (f"start narrowed to fit in {self.backend.memory}",) if self.rank_capped else ()
-        return self.plan.reasons + narrowed
+        return self.plan.reasons + narrowed + self.precision_reasons()
+
+    def precision_reasons(self) -> tuple[str, ...]:
+        """With ``precision="mixed"``: which phases run in single precision (none but the Riemannian phase on one
+        device; the others and the measurements in double)."""
+        if self.settings.precision != "mixed":
+            return ()
+        if self.single_precision:
+            return ("precision='mixed': the Riemannian phase in single precision until it stalls, then double; the "
+                    "interior-point method, certificates and measurements in double",)
+        where = "split over several devices" if self.plan.split else "on phases other than the Riemannian one"
+        return (f"precision='mixed' runs in double precision here: it covers the Riemannian phase on one device, "
+                f"and this solve is {where}",)
 
     def elapsed(self) -> float:
         return time.perf_counter() - self.start
@@ -219,6 +239,10 @@ class Run:
         """Whether the interior-point method may take over now: the problem is small enough for it and its work
         arrays fit in the free device memory (a refusal is final, and the log says so)."""
         if self.interior_point_bytes is None or self.in_interior_point:
+            return False
+        if self.interior_point_iteration > self.settings.time_limit - self.elapsed():
+            self.say("the interior-point method does not start: one iteration is estimated to take "
+                     f"{self.interior_point_iteration:.3g} s, more than the time left")
             return False
         free = self.interior_point_backend.free_memory()
         if free is not None and self.interior_point_bytes > free:
@@ -333,10 +357,11 @@ class Run:
             if not self.current_is_finite():
                 return Snapshot(st.R.copy(), st.lam.copy(), st.c_scale, list(st.ranks),
                                 Evaluation.unmeasurable(self.settings))
+            # measured in float64 whatever the phase stored (a single-precision run's point, if one was left)
             if self.projects_rows and self.spheres is not None:
                 R = self.spheres.projected(st.R, kernels)
             else:
-                R = st.R.copy()
+                R = st.R.copy() if st.R.dtype == np.float64 else xp.asarray(st.R, dtype=np.float64)
                 if self.fixed_diagonals is not None:
                     self.fixed_diagonals.project(R, xp)
             lam, measures = st.lam / st.c_scale, self.primal_measures(R)

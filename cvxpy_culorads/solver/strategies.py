@@ -108,17 +108,24 @@ class Spheres:
     halve the slack's negative eigenvalues, the point is a low-rank saddle: the rank grows along the slack's
     eigenvector, and the wider factor starts afresh (:func:`_escape`). Finished when a run finds no descent and no
     escape is possible. The schedule's alternatives that were measured are in the decision record
-    "solver-riemannian-schedule"."""
+    "solver-riemannian-schedule".
+
+    In mixed precision (``Run.single_precision``) the runs are single precision until one stalls (single precision
+    resolves no more descent, or a step finds none) without meeting the criteria: the runs go on in double precision
+    from its point, with fresh L-BFGS pairs, within what is left of the limits (the polish); a fresh start after an
+    escape is single precision again (decision record "mixed-precision")."""
 
     def __init__(self, run: Run):
         self.target = run.tuning.riemannian_first_target * run.settings.tol
         self.escapes, self.previous = 0, None
         self.lbfgs = LBFGS(run.op.kernels, run.settings.lorads.lbfgs_memory)
+        self.single = run.single_precision
 
     def step(self, run: Run) -> Step:
         settings = run.settings
         phase = RiemannianPhase(run.op, run.state, settings, run.norms, run.spheres, target=self.target,
-                                lbfgs=self.lbfgs, rounded_halo_target=run.tuning.rounded_halo_target)
+                                lbfgs=self.lbfgs, rounded_halo_target=run.tuning.rounded_halo_target,
+                                single=self.single)
         stop = run.run_phase(phase, "riemannian")
         if stop is not None:
             return stop
@@ -127,6 +134,12 @@ class Spheres:
         evaluation = run.keep_current().evaluation
         if evaluation.worst <= settings.tol:
             return Step.FINISHED
+        if phase.single and phase.outcome is PhaseOutcome.STALLED:  # single precision's stall, not the point's
+            run.say(f"single precision stalled at gradient measure {phase.measure:.2e} (target {self.target:.2e}, "
+                    f"its rounding resolves {phase.floor:.2e}): going on in double precision")
+            self.single, self.previous = False, None
+            self.lbfgs.reset()  # float32 pairs; and the point moved to double's rounding
+            return Step.CONTINUE
         # no move at all: a zero gradient (rank 1 has no tangent directions), where only a wider factor can descend
         saddle = (phase.outcome is PhaseOutcome.STALLED or phase.moves == 0
                   or evaluation.stalled_since(self.previous))
@@ -137,6 +150,7 @@ class Spheres:
             _escape(run, directions, restart_seed=settings.seed + self.escapes)
             self.lbfgs.reset()
             self.previous = None  # the wider factor gets a run of its own before it is judged stalled
+            self.single = run.single_precision  # a fresh start: single precision again where mixed
             return Step.CONTINUE
         if phase.outcome is PhaseOutcome.STALLED or phase.moves == 0:
             return Step.FINISHED  # no descent left at this rank, and no escape

@@ -5,12 +5,14 @@
 // share more of their neighbours' rows in L1 when the matrix has locality). With ADD the epilogue writes
 // alpha * (A @ V) + beta * W instead (W shaped like out), which saves a pass over both when a sum is wanted.
 // Row i holds the entries starts[i] .. ends[i] - 1 (indptr[:-1] and indptr[1:] for a plain CSR matrix; other
-// bounds run the same kernel over pieces of long rows, or with those rows left empty).
-template<typename I, typename O, typename F, int T, int C, int UNR, int RPG, bool ADD>
+// bounds run the same kernel over pieces of long rows, or with those rows left empty). V is F and out is Y (each
+// double or float: a float V is a halo in single precision or a factor in mixed precision); the data, the sums
+// and W are double, and each output entry is rounded once.
+template<typename I, typename O, typename F, typename Y, int T, int C, int UNR, int RPG, bool ADD>
 __global__ void csr_matmul_kernel(const I* __restrict__ starts, const I* __restrict__ ends,
                                   const I* __restrict__ indices,
                                   const double* __restrict__ data, const F* __restrict__ V,
-                                  double* __restrict__ out, long long m, int r, double alpha, double beta,
+                                  Y* __restrict__ out, long long m, int r, double alpha, double beta,
                                   const double* __restrict__ W) {
     constexpr int B = T > UNR ? T : UNR;
     constexpr int PER = B / T;
@@ -22,7 +24,7 @@ __global__ void csr_matmul_kernel(const I* __restrict__ starts, const I* __restr
     const long long row = group * RPG + rr;
     if (row >= m) return;  // uniform over the group
     const long long start = starts[row], end = ends[row];
-    double* __restrict__ orow = out + row * (long long)r;
+    Y* __restrict__ orow = out + row * (long long)r;
     const double* __restrict__ wrow = W + row * (long long)r;  // read only with ADD
     for (int base = 0; base < r; base += T * C) {
         double acc[C];
@@ -62,18 +64,19 @@ __global__ void csr_matmul_kernel(const I* __restrict__ starts, const I* __restr
 #pragma unroll
         for (int j = 0; j < C; ++j) {
             const int k = base + lane + j * T;
-            if (k < r) orow[k] = ADD ? __dadd_rn(__dmul_rn(alpha, acc[j]), __dmul_rn(beta, wrow[k])) : acc[j];
+            if (k < r) orow[k] = (Y)(ADD ? __dadd_rn(__dmul_rn(alpha, acc[j]), __dmul_rn(beta, wrow[k])) : acc[j]);
         }
     }
     }
 }
 
 // out[rows[i], k] += alpha * partial[i, k] for the i-th split row (rows distinct): the sums of its pieces
-template<typename I>
+template<typename I, typename Y>
 __global__ void add_rows_kernel(const double* __restrict__ partial, const I* __restrict__ rows, long long count,
-                                int r, double alpha, double* __restrict__ out) {
+                                int r, double alpha, Y* __restrict__ out) {
     const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= count) return;
     const long long h = i / r;
-    out[(long long)rows[h] * r + (i - h * r)] += alpha * partial[i];
+    Y* entry = out + (long long)rows[h] * r + (i - h * r);
+    *entry = (Y)((double)*entry + alpha * partial[i]);
 }

@@ -43,14 +43,14 @@ __device__ void lbfgs_recursion(const double* gram, double* coef, double* produc
 // L-BFGS direction in the basis (G, s_0, y_0, s_1, y_1, ...) of K = 1 + 2 pairs vectors (oldest pair first): one
 // pass builds their Gram matrix and the last block runs ``lbfgs_recursion`` on it. Without RECURSE it writes the Gram
 // matrix's upper triangle, row by row, to coef[K (K + 1) / 2] instead (a shard's part of it, which the shards sum
-// before the recursion).
-template<int K, bool RECURSE>
-__global__ void lbfgs_gram_kernel(const double* v0, const double* v1, const double* v2, const double* v3,
-                                  const double* v4, const double* v5, const double* v6, const double* v7,
-                                  const double* v8, long long L, double* partial, unsigned* ticket,
+// before the recursion). The vectors are F (double, or float in mixed precision); the sums are double.
+template<int K, bool RECURSE, typename F>
+__global__ void lbfgs_gram_kernel(const F* v0, const F* v1, const F* v2, const F* v3,
+                                  const F* v4, const F* v5, const F* v6, const F* v7,
+                                  const F* v8, long long L, double* partial, unsigned* ticket,
                                   double* coef, double* products) {
     constexpr int P = K * (K + 1) / 2;
-    const double* v[9] = {v0, v1, v2, v3, v4, v5, v6, v7, v8};
+    const F* v[9] = {v0, v1, v2, v3, v4, v5, v6, v7, v8};
     double acc[P];
 #pragma unroll
     for (int p = 0; p < P; ++p) acc[p] = 0.0;
@@ -58,7 +58,7 @@ __global__ void lbfgs_gram_kernel(const double* v0, const double* v1, const doub
     for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < L; i += stride) {
         double x[K];
 #pragma unroll
-        for (int a = 0; a < K; ++a) x[a] = v[a][i];
+        for (int a = 0; a < K; ++a) x[a] = (double)v[a][i];
         int p = 0;
 #pragma unroll
         for (int a = 0; a < K; ++a)
@@ -83,20 +83,21 @@ __global__ void lbfgs_recursion_kernel(const double* __restrict__ gram, double* 
     lbfgs_recursion<K>(gram, coef, products);
 }
 
-template<int K>
-__global__ void lbfgs_combine_kernel(const double* v0, const double* v1, const double* v2, const double* v3,
-                                     const double* v4, const double* v5, const double* v6, const double* v7,
-                                     const double* v8, long long L, const double* __restrict__ coef,
-                                     double* __restrict__ out) {
-    const double* v[9] = {v0, v1, v2, v3, v4, v5, v6, v7, v8};
+// out = sum_j coef_j v_j, summed in double and rounded once to the vectors' type F
+template<int K, typename F>
+__global__ void lbfgs_combine_kernel(const F* v0, const F* v1, const F* v2, const F* v3,
+                                     const F* v4, const F* v5, const F* v6, const F* v7,
+                                     const F* v8, long long L, const double* __restrict__ coef,
+                                     F* __restrict__ out) {
+    const F* v[9] = {v0, v1, v2, v3, v4, v5, v6, v7, v8};
     double c[K];
 #pragma unroll
     for (int j = 0; j < K; ++j) c[j] = coef[j];
     const long long stride = (long long)gridDim.x * blockDim.x;
     for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < L; i += stride) {
-        double s = c[0] * v[0][i];
+        double s = c[0] * (double)v[0][i];
 #pragma unroll
-        for (int j = 1; j < K; ++j) s = fma(c[j], v[j][i], s);
-        out[i] = s;
+        for (int j = 1; j < K; ++j) s = fma(c[j], (double)v[j][i], s);
+        out[i] = (F)s;
     }
 }

@@ -13,47 +13,96 @@ __global__ void sphere_normal_kernel(const double* __restrict__ Z, const double*
 }
 
 // Rows of the product of spheres (riemannian.py), one group of T lanes per row, lanes over the rank. A lane writes
-// only the entries it read, after the group's sum, so out may be the first input (in place).
+// only the entries it read, after the group's sum, so out may be the first input (in place). The factors are F
+// (double, or float in mixed precision); every row's sum and formula is taken in double and rounded once on store.
 // out_i = scale (z_i - (z_i . x_i / squares_i) x_i): the tangent part of row z_i at the row x_i
-template<int T>
-__global__ void sphere_tangent_kernel(const double* Z, const double* __restrict__ X,
-                                      const double* __restrict__ squares, double scale, double* out,
+template<int T, typename F>
+__global__ void sphere_tangent_kernel(const F* Z, const F* __restrict__ X,
+                                      const double* __restrict__ squares, double scale, F* out,
                                       long long n, int r) {
     const long long i = ((long long)blockIdx.x * blockDim.x + threadIdx.x) / T;
     const int lane = threadIdx.x & (T - 1);
     if (i >= n) return;  // uniform over the group
     const unsigned mask = group_mask<T>();
-    const double* z = Z + i * r;
-    const double* x = X + i * r;
+    const F* z = Z + i * r;
+    const F* x = X + i * r;
     double dot = 0.0;
-    for (int j = lane; j < r; j += T) dot = fma(z[j], x[j], dot);
+    for (int j = lane; j < r; j += T) dot = fma((double)z[j], (double)x[j], dot);
     const double along = group_sum<T>(dot, mask) / squares[i];
-    double* o = out + i * r;
-    for (int j = lane; j < r; j += T) o[j] = scale * fma(-along, x[j], z[j]);
+    F* o = out + i * r;
+    for (int j = lane; j < r; j += T) o[j] = (F)(scale * fma(-along, (double)x[j], (double)z[j]));
 }
 
-// out_i = roots_i (x_i + tau d_i) / |x_i + tau d_i| (a zero row becomes roots_i e_1): the retraction
-template<int T>
-__global__ void sphere_retract_kernel(const double* __restrict__ X, const double* __restrict__ D, double tau,
-                                      const double* __restrict__ roots, double* __restrict__ out,
+// out_i = roots_i (x_i + tau d_i) / |x_i + tau d_i| (a zero row becomes roots_i e_1): the retraction; out is G, which
+// may differ from the factors' F (a float factor projected into double for the measurement of a point)
+template<int T, typename F, typename G>
+__global__ void sphere_retract_kernel(const F* __restrict__ X, const F* __restrict__ D, double tau,
+                                      const double* __restrict__ roots, G* __restrict__ out,
                                       long long n, int r) {
     const long long i = ((long long)blockIdx.x * blockDim.x + threadIdx.x) / T;
     const int lane = threadIdx.x & (T - 1);
     if (i >= n) return;
     const unsigned mask = group_mask<T>();
-    const double* x = X + i * r;
-    const double* d = D + i * r;
+    const F* x = X + i * r;
+    const F* d = D + i * r;
     double squares = 0.0;
     for (int j = lane; j < r; j += T) {
-        const double y = fma(tau, d[j], x[j]);
+        const double y = fma(tau, (double)d[j], (double)x[j]);
         squares = fma(y, y, squares);
     }
     squares = group_sum<T>(squares, mask);
-    double* o = out + i * r;
+    G* o = out + i * r;
     if (squares > 0.0) {
         const double f = roots[i] * rsqrt(squares);
-        for (int j = lane; j < r; j += T) o[j] = f * fma(tau, d[j], x[j]);
+        for (int j = lane; j < r; j += T) o[j] = (G)(f * fma(tau, (double)d[j], (double)x[j]));
     } else {
-        for (int j = lane; j < r; j += T) o[j] = j == 0 ? roots[i] : 0.0;
+        for (int j = lane; j < r; j += T) o[j] = (G)(j == 0 ? roots[i] : 0.0);
     }
+}
+
+// The single-precision line search's scalars (CpuKernels.sphere_decrease): one group of T lanes per row, rows in a
+// grid-stride loop; per row the dots a = rn.crn, b = rn.cr, c = r.crn, d = r.cr, |rn|^2, |r|^2 and |crn|^2 in
+// double, then out = (sum a (2 - |rn|^2 / q), that minus sum d (2 - |r|^2 / q) plus sum (b - c), sum |crn|^2)
+template<int T, typename F>
+__global__ void sphere_decrease_kernel(const F* __restrict__ Rn, const F* __restrict__ R, const F* __restrict__ CRn,
+                                       const F* __restrict__ CR, const double* __restrict__ squares, long long n,
+                                       int r, double* partial, unsigned* ticket, double* out) {
+    __shared__ double sums[3];
+    double acc[3] = {0.0, 0.0, 0.0};
+    const int lane = threadIdx.x & (T - 1);
+    const unsigned mask = group_mask<T>();
+    const long long groups = (long long)gridDim.x * blockDim.x / T;
+    for (long long i = ((long long)blockIdx.x * blockDim.x + threadIdx.x) / T; i < n; i += groups) {
+        const long long base = i * r;
+        double a = 0.0, b = 0.0, c = 0.0, d = 0.0, nn = 0.0, oo = 0.0, cc = 0.0;
+        for (int j = lane; j < r; j += T) {
+            const double xn = (double)Rn[base + j], x = (double)R[base + j];
+            const double yn = (double)CRn[base + j], y = (double)CR[base + j];
+            a = fma(xn, yn, a);
+            b = fma(xn, y, b);
+            c = fma(x, yn, c);
+            d = fma(x, y, d);
+            nn = fma(xn, xn, nn);
+            oo = fma(x, x, oo);
+            cc = fma(yn, yn, cc);
+        }
+        a = group_sum<T>(a, mask);
+        b = group_sum<T>(b, mask);
+        c = group_sum<T>(c, mask);
+        d = group_sum<T>(d, mask);
+        nn = group_sum<T>(nn, mask);
+        oo = group_sum<T>(oo, mask);
+        cc = group_sum<T>(cc, mask);
+        if (lane == 0) {
+            const double q = squares[i];
+            const double projected = a * (2.0 - nn / q);
+            acc[0] += projected;
+            acc[1] += projected - d * (2.0 - oo / q) + (b - c);
+            acc[2] += cc;
+        }
+    }
+    if (!grid_sum<3>(acc, partial, ticket, sums) || threadIdx.x != 0) return;
+    out[0] = sums[0];
+    out[1] = sums[1];
+    out[2] = sums[2];
 }

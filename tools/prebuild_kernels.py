@@ -1,0 +1,119 @@
+"""Compile the GPU kernels a solve uses and store them as package data, so that a fresh machine's first solve
+reads them instead of compiling them (``cvxpy_culorads/backends/kernel_cache.py`` says how they are used).
+
+Run on a machine with the GPU architecture to build for, before a release or after a change of the CUDA sources::
+
+    python tools/prebuild_kernels.py            # writes cvxpy_culorads/backends/cuda/prebuilt/<archive>.zip
+
+It points CuPy's kernel cache at an empty folder, solves a catalogue of small problems that together take every
+route of the solver (MaxCut on the product of spheres and by ALM/ADMM at a rank in each bucket of the kernels'
+instantiations, θ in both formulations, matrix completion, a problem with several blocks and nonnegative variables
+by the low-rank phases and by the interior-point method on the device, each in every precision; on a machine of
+several GPUs the split path at every rank bucket and halo precision too) and stores the cache's
+entries in one archive named for the CuPy version, the NVRTC version and the architecture. Kernels a solve needs
+that the catalogue did not compile are compiled on first use, as without the archive.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+import zipfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PREBUILT = ROOT / "cvxpy_culorads" / "backends" / "cuda" / "prebuilt"
+# a rank in each bucket of the GPU kernels' instantiations (lanes per factor row, columns per lane)
+CATALOGUE_RANKS = (1, 2, 3, 5, 9, 17, 33, 65, 129)
+PRECISIONS = ("double", "mixed")  # Settings.precision
+
+
+def catalogue(devices: int):
+    """(name, problem, settings) of the solves whose kernels are prebuilt; the split path's too where ``devices``
+    is 2 or more."""
+    import numpy as np
+
+    from cvxpy_culorads import SDPProblem
+    from cvxpy_culorads.models import (
+        bundled_graph,
+        completion_problem,
+        hamming_graph,
+        maxcut_problem,
+        maxcut_problem_from_edges,
+        random_low_rank_instance,
+        read_graph,
+        theta_problem,
+    )
+
+    maxcut = maxcut_problem(read_graph(bundled_graph("G1")))
+    yield "G1", maxcut, {}
+    yield "G1 alm_admm", maxcut, {"algorithm": "alm_admm"}
+    for rank in CATALOGUE_RANKS:
+        yield f"G1 rank {rank}", maxcut, {"rank": rank, "max_iter": 50}
+        yield f"G1 alm_admm rank {rank}", maxcut, {"rank": rank, "max_iter": 50, "algorithm": "alm_admm"}
+    for formulation in ("sparse", "low_rank"):
+        yield f"theta {formulation}", theta_problem(hamming_graph(6, 2), formulation), {}
+    rows, cols, values, _ = random_low_rank_instance(300, 300, 3, 9000, seed=1)
+    yield "completion", completion_problem(rows, cols, values, (300, 300)), {}
+    rng = np.random.default_rng(0)
+    sizes, n_lp = (400, 300), 40
+
+    def block(n):
+        M = rng.standard_normal((n, n)) * (rng.random((n, n)) < 0.02)
+        return M + M.T
+
+    constraints = [[block(n) for n in sizes] for _ in range(30)] + [[np.eye(sizes[0]), None], [None, np.eye(sizes[1])]]
+    A_lp = np.vstack([rng.standard_normal((30, n_lp)), np.zeros((1, n_lp)), np.ones((1, n_lp))])
+    start = [np.eye(n) / n for n in sizes]
+    b = np.array([sum(np.sum(a * x) for a, x in zip(row, start) if a is not None) for row in constraints])
+    b = b + A_lp @ np.full(n_lp, 1.0 / n_lp)
+    mixed = SDPProblem.from_matrices([block(n) + np.eye(n) for n in sizes], constraints, b,
+                                     c_lp=rng.random(n_lp) + 0.5, A_lp=A_lp, name="mixed")
+    yield "mixed low_rank", mixed, {"algorithm": "alm_admm"}
+    yield "mixed interior_point", mixed, {"algorithm": "interior_point"}
+    if devices >= 2:  # a block of order above memory.DENSE_LIMIT, which the split takes
+        n = 1200
+        i = np.repeat(np.arange(n), 3)
+        j = (i + rng.integers(1, n, i.size)) % n
+        splittable = maxcut_problem_from_edges(n, i, j)
+        for rank in (None, *CATALOGUE_RANKS):
+            for halo in ("double", "single"):
+                yield f"split rank {rank} halo {halo}", splittable, {"devices": devices, "rank": rank,
+                                                                      "halo_precision": halo, "max_iter": 300}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, default=PREBUILT, help="folder of the archive (default: package data)")
+    parser.add_argument("--time-limit", type=float, default=60.0, help="seconds per solve of the catalogue")
+    args = parser.parse_args(argv)
+    cache = Path(tempfile.mkdtemp(prefix="culorads_kernels_"))
+    os.environ["CUPY_CACHE_DIR"] = str(cache)  # before CuPy is imported: its cache starts empty
+    os.environ.pop("CUPY_CACHE_IN_MEMORY", None)
+    import cupy
+
+    import cvxpy_culorads
+    from cvxpy_culorads.backends.kernel_cache import archive_name
+
+    for name, problem, options in catalogue(cupy.cuda.runtime.getDeviceCount()):
+        for precision in PRECISIONS:
+            start = time.perf_counter()
+            result = cvxpy_culorads.solve(problem, device="gpu", time_limit=args.time_limit, precision=precision,
+                                          **options)
+            print(f"{name:<28} {precision:<7} {result.status.name:<15} {time.perf_counter() - start:7.2f} s "
+                  f"{len(list(cache.glob('*.cubin'))):5d} entries", flush=True)
+    arch = f"sm_{cupy.cuda.Device().compute_capability}"
+    args.out.mkdir(parents=True, exist_ok=True)
+    archive = args.out / archive_name(cupy.__version__, cupy.cuda.nvrtc.getVersion(), arch)
+    entries = sorted(path for path in cache.iterdir() if path.is_file() and path.suffix == ".cubin")
+    with zipfile.ZipFile(archive, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=9) as out:
+        for path in entries:
+            out.write(path, path.name)
+    print(f"{len(entries)} kernels, {archive.stat().st_size / 2**20:.1f} MiB: {archive}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
