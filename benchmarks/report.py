@@ -23,8 +23,8 @@ import sys
 from pathlib import Path
 
 __all__ = ["RESULTS", "write_tables", "result_fields", "run_metadata", "device_slug", "read_table",
-           "SHIFT", "PUBLISHED_COLUMNS", "MITTELMANN_COLUMNS", "shifted_geometric_mean", "mittelmann_score",
-           "describe_score"]
+           "SHIFT", "PUBLISHED_COLUMNS", "MITTELMANN_COLUMNS", "TARGET_COLUMNS", "SUITE_COLUMNS",
+           "shifted_geometric_mean", "mittelmann_score", "describe_score"]
 
 RESULTS = Path(__file__).resolve().parent / "results"
 _ROOT = Path(__file__).resolve().parents[1]
@@ -36,6 +36,10 @@ PUBLISHED_COLUMNS = ("best_s", "copt_s", "culorads_s")
 MITTELMANN_COLUMNS = ["instance", "category", "n", "m", "status", "total_s", "value", "reference", "rel_error",
                       "certified_gap", "pinf", "dinf", "gap", "primal_residual", "best_s", "best_solver", "copt_s",
                       "culorads_s", "page_name"]
+# The targets table shown: each solve's outcome beside its target (``suites.Target``) and the paper's H100 time.
+TARGET_COLUMNS = ["instance", "n", "m", "profile", "status", "seconds", "call_s", "certified_gap", "primal_residual",
+                  "target_s", "target_tol", "met", "paper_h100_s", "rank", "peak_gib"]
+SUITE_COLUMNS = {"mittelmann": MITTELMANN_COLUMNS, "targets": TARGET_COLUMNS}  # other suites: every column
 
 
 def device_slug(description: str, count: int = 1) -> str:

@@ -17,7 +17,12 @@ when the runner gets to it (large instances are generated one at a time). Suites
 - ``mittelmann``: Mittelmann's sparse SDP benchmark, the instances of ``../shared/data/mittelmann`` by name (default
   all, smallest first) or any SDPA file by path (``.dat-s``, ``.xz``, ``.gz``); the value is the primal objective
   in min form, as the known values of ``datasets.MITTELMANN`` are, and each row carries the instance's class and
-  published times (a file named like a listed instance gets its entry).
+  published times (a file named like a listed instance gets its entry);
+- ``targets``: the speed targets of issue 51 (``TARGETS``: G67, delaunay, rgg, sparse, completion on the GPU, sparse
+  n = 1e5 on the 2-core CPU by the direct API and through CVXPY's ``method="culorads"``), each the instance of its
+  own suite with its :class:`Target` beside; sizes are the names of ``TARGETS`` (default ``all``: the one-device
+  rows of the device the run is on). Its rows are run with the defaults, the other precision and the paper profile
+  (``DEFAULT_PROFILES``).
 
 Profiles: ``accurate`` is the solver's defaults (the certified criterion: primal residual per constraint and
 certified gap within tol). ``paper`` is how the cuLoRADS paper's times were taken: the tuned settings of the
@@ -25,16 +30,21 @@ LoRADS benchmarking scripts (``../shared/reference/lorads_spec.md``, "third-part
 re-optimisation and the paper's stopping rule (``criterion="dimacs"``), under which the certified gap of large
 graphs stays at 1e-2 to 1e-1 (the ``certified_gap`` column, reported for both profiles). ``alm`` is the
 defaults with ``algorithm="alm_admm"``: MaxCut by phases I and II (ALM, ADMM) as in the paper, not on its product of
-spheres (``cvxpy_culorads/phases/riemannian.py``); the ``paper`` profile sets it too.
+spheres (``cvxpy_culorads/phases/riemannian.py``); the ``paper`` profile sets it too. ``double`` and ``mixed`` are
+the defaults with ``precision`` set; ``OTHER_PRECISION`` is the one that is not the default.
 """
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cvxpy_culorads import read_sdpa
+import numpy as np
+import scipy.sparse as sp
+
+from cvxpy_culorads import Settings, read_sdpa
 from cvxpy_culorads.models import (
     THETA_FORMULATIONS,
     completion_error,
@@ -42,6 +52,7 @@ from cvxpy_culorads.models import (
     hamming_graph,
     hamming_theta,
     maxcut_problem,
+    maxcut_problem_from_edges,
     random_low_rank_instance,
     read_graph,
     theta_problem,
@@ -50,7 +61,7 @@ from cvxpy_culorads.models import (
 import datasets
 import graphs
 
-__all__ = ["Instance", "SUITES", "PROFILES", "instances", "settings_for"]
+__all__ = ["Instance", "Target", "SUITES", "TARGETS", "PROFILES", "DEFAULT_PROFILES", "instances", "settings_for"]
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
@@ -65,27 +76,59 @@ PAPER_H100_SECONDS = {
 _PAPER_RULE = dict(reopt_level=0, criterion="dimacs")
 _LARGE_MAXCUT = dict(phase1_tol=10.0, heuristic_factor=100.0, rank_factor=0.25, **_PAPER_RULE)
 _SMALL_MAXCUT = dict(phase1_tol=1e-2, heuristic_factor=10.0, **_PAPER_RULE)
-PROFILES = ("accurate", "paper", "alm")
+PRECISIONS = ("double", "mixed")
+PROFILES = ("accurate", "paper", "alm", *PRECISIONS)
+OTHER_PRECISION = next(p for p in PRECISIONS if p != Settings().precision)
 # Rank of the completion instances' truth unless the size names one (see the README on n = 2e7).
 DEFAULT_TRUTH_RANK = 5
 SDPA_SUFFIXES = (".dat-s", ".dat-s.xz", ".dat-s.gz")
 
 
+@dataclass(frozen=True)
+class Target:
+    """A speed target: met when the certified gap and the primal residual are within ``tol`` and the time on
+    ``clock`` (``seconds``, after the data reached the device, as the paper counts; ``call_s``, the whole call a
+    user waits for) is within ``seconds`` (None: no time target). The row is solved with this ``tol`` on
+    ``devices`` GPUs (or the CPU where ``device`` is "cpu")."""
+
+    seconds: float | None
+    tol: float = 1e-5
+    devices: int = 1
+    device: str = "gpu"
+    clock: str = "seconds"
+
+    def options(self) -> dict:
+        """What every profile's solve of the row gets: this tolerance, and the devices where more than one."""
+        return dict(tol=self.tol, **({"devices": self.devices} if self.devices > 1 else {}))
+
+    def columns(self, row: dict) -> dict:
+        """The target beside a row of ``run.solve_row`` and whether the row met it."""
+        gap = row["certified_gap"]
+        met = (gap != "" and gap <= self.tol and row["primal_residual"] <= self.tol
+               and (self.seconds is None or row[self.clock] <= self.seconds))
+        return dict(target_s="" if self.seconds is None else self.seconds, target_tol=self.tol,
+                    target_clock=self.clock, met=met)
+
+
 @dataclass
 class Instance:
     name: str
-    build: Callable  # () -> (SDPProblem, extra) with extra(result) -> dict of suite-specific columns
+    build: Callable  # () -> (problem, extra): an SDPProblem, or a CVXPY problem solved by method="culorads";
+    # extra(result) -> dict of suite-specific columns
     paper_seconds: float | None = None
     paper_settings: dict = field(default_factory=dict)
     sign: float = -1.0  # value = sign * primal objective (MaxCut and SDPA report the maximisation's value)
     reference: float | None = None  # the known optimal value, where the data set lists one
+    target: Target | None = None
 
 
 def settings_for(instance: Instance, profile: str) -> dict:
+    """The solve options of ``profile`` on ``instance``, with its target's tolerance and devices where it has one."""
     if profile not in PROFILES:
         raise ValueError(f"unknown profile {profile!r}; expected one of {PROFILES}")
-    return {"paper": dict(instance.paper_settings, algorithm="alm_admm"),
-            "alm": dict(algorithm="alm_admm")}.get(profile, {})
+    fixed = {} if instance.target is None else instance.target.options()
+    return fixed | {"paper": dict(instance.paper_settings, algorithm="alm_admm"), "alm": dict(algorithm="alm_admm"),
+                    **{p: dict(precision=p) for p in PRECISIONS}}.get(profile, {})
 
 
 def _no_extra(result) -> dict:
@@ -123,9 +166,32 @@ def _graph_family(suite: str):
 
 def _sparse(names: str, device: str) -> list[Instance]:
     def builder(n):
-        return lambda: _maxcut(graphs.random_regular_like(n, 4, seed=1, device=device), f"sparse{n}")
+        def build():  # from the edge list: at n = 3e8 the symmetric W would take minutes of the host
+            rows, cols = graphs.random_regular_like_edges(n, 4, seed=1, device=device)
+            return maxcut_problem_from_edges(n, rows, cols, name=f"sparse{n}"), lambda result: dict(edges=rows.size)
+        return build
     sizes = [int(float(v)) for v in names.split(",")]
     return [Instance(f"sparse_{n:.0e}", builder(n), None, _LARGE_MAXCUT) for n in sizes]
+
+
+def maxcut_model(W):
+    """The MaxCut SDP of W as a user writes it in CVXPY: max <L, X> / 4, diag(X) = 1, X PSD, L the Laplacian."""
+    import cvxpy as cp  # only here: a GPU image may lack CVXPY
+
+    laplacian = sp.diags_array(np.asarray(W.sum(axis=1)).ravel()) - W
+    X = cp.Variable(W.shape, PSD=True)
+    return cp.Problem(cp.Maximize(cp.trace(laplacian @ X) / 4), [cp.diag(X) == 1])
+
+
+def _sparse_cvxpy(names: str, device: str) -> list[Instance]:
+    """The ``sparse`` graphs through CVXPY (the model of :func:`maxcut_model`); value = the maximisation's."""
+    def builder(n):
+        def build():
+            W = graphs.random_regular_like(n, 4, seed=1)
+            return maxcut_model(W), lambda result: dict(edges=W.nnz // 2)
+        return build
+    return [Instance(f"sparse_{n:.0e}_cvxpy", builder(n), None, _LARGE_MAXCUT)
+            for n in (int(float(v)) for v in names.split(","))]
 
 
 def _completion(names: str, device: str) -> list[Instance]:
@@ -201,12 +267,46 @@ def _mittelmann(names: str, device: str) -> list[Instance]:
     return out
 
 
+# Issue 51's targets: name -> (suite, size in that suite, target). One H100 unless the target says otherwise;
+# the GPU times are the paper's where it has the instance.
+TARGETS = {
+    "G67": ("gset", "G67", Target(0.6)),
+    "delaunay20": ("delaunay", "20", Target(1.7)),
+    "delaunay24": ("delaunay", "24", Target(42.1)),
+    "rgg22": ("rgg", "22", Target(13.5)),
+    "rgg24": ("rgg", "24", Target(62.7)),
+    "sparse1e7": ("sparse", "1e7", Target(30.0)),
+    "completion2e4": ("completion", "10000:7700000", Target(0.4)),
+    "sparse1e8": ("sparse", "1e8", Target(158.0, tol=1e-4)),
+    "sparse3e8": ("sparse", "3e8", Target(None, devices=2)),
+    "cpu-sparse1e5": ("sparse", "1e5", Target(60.0, device="cpu", clock="call_s")),
+    "cpu-sparse1e5-cvxpy": ("sparse-cvxpy", "1e5", Target(60.0, device="cpu", clock="call_s")),
+}
+
+
+def _targets(names: str, device: str) -> list[Instance]:
+    """The instances of ``TARGETS`` by name; ``all``: those of one ``device`` ("cpu" or "gpu")."""
+    chosen = ([name for name, (_, _, target) in TARGETS.items() if target.device == device and target.devices == 1]
+              if names == "all" else names.split(","))
+    unknown = [name for name in chosen if name not in TARGETS]
+    if unknown:
+        raise ValueError(f"unknown targets {unknown}; expected names of {list(TARGETS)}")
+    out = []
+    for name in chosen:
+        suite, size, target = TARGETS[name]
+        (instance,) = SUITES[suite](size, device)
+        out.append(dataclasses.replace(instance, name=name, target=target))
+    return out
+
+
 SUITES = {"gset": _gset, "rgg": _graph_family("rgg"), "delaunay": _graph_family("delaunay"), "sparse": _sparse,
-          "completion": _completion, "sdplib": _sdplib, "theta": _theta, "mittelmann": _mittelmann}
+          "sparse-cvxpy": _sparse_cvxpy, "completion": _completion, "sdplib": _sdplib, "theta": _theta,
+          "mittelmann": _mittelmann, "targets": _targets}
 
 DEFAULT_SIZES = {"gset": "G1,G11,G22,G43,G60,G63,G64,G67,G81", "rgg": "15,17,19,20", "delaunay": "13,14,16,18",
-                 "sparse": "1e6,1e7", "completion": "1000:200000,10000:7700000", "sdplib": "mcp124-1,theta1,truss1",
-                 "theta": "3:10,4:10", "mittelmann": "all"}
+                 "sparse": "1e6,1e7", "sparse-cvxpy": "1e4", "completion": "1000:200000,10000:7700000",
+                 "sdplib": "mcp124-1,theta1,truss1", "theta": "3:10,4:10", "mittelmann": "all", "targets": "all"}
+DEFAULT_PROFILES = {"targets": ("accurate", OTHER_PRECISION, "paper")}  # other suites: accurate
 
 
 def instances(suite: str, names: str | None, device: str) -> list[Instance]:

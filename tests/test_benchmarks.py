@@ -96,6 +96,50 @@ def test_completion_sizes_name_the_truths_rank():
     assert columns["truth_rank"] == 1 and columns["recovery"] < 0.1
 
 
+def test_targets_suite_runs_each_target_by_the_api_and_through_cvxpy(tmp_path, monkeypatch):
+    run = _load("run")
+    suites = run.suites
+    # two tiny rows as the CPU target's two entries: one target that can be met, one whose time cannot be
+    monkeypatch.setitem(suites.TARGETS, "tiny", ("sparse", "60", suites.Target(600.0, device="cpu", clock="call_s")))
+    monkeypatch.setitem(suites.TARGETS, "tiny-cvxpy", ("sparse-cvxpy", "60",
+                                                       suites.Target(1e-9, device="cpu", clock="call_s")))
+    assert run.main(["--suite", "targets", "--sizes", "tiny,tiny-cvxpy", "--device", "cpu", "--time-limit", "60",
+                     "--out", str(tmp_path)]) == 0
+    (table,) = (tmp_path / "targets").glob("cpu-*core.csv")
+    with open(table) as f:
+        rows = list(csv.DictReader(f))
+    profiles = ["accurate", suites.OTHER_PRECISION, "paper"]
+    assert [(r["instance"], r["profile"]) for r in rows] == [(i, p) for i in ("tiny", "tiny-cvxpy") for p in profiles]
+    direct, cvxpy_row = rows[0], rows[3]
+    W = suites.graphs.random_regular_like(60, 4, seed=1)
+    clarabel = _load("compare").solve_with(maxcut_problem(W), "CLARABEL")
+    for row in (direct, cvxpy_row):  # the same graph by both entries, against Clarabel's optimum
+        assert (row["n"], row["m"], row["status"]) == ("60", "60", "optimal")
+        assert float(row["value"]) == pytest.approx(-clarabel["value"], rel=1e-5)
+    for row in rows:
+        gap = float(row["certified_gap"]) if row["certified_gap"] else np.inf
+        met = gap <= 1e-5 and float(row["primal_residual"]) <= 1e-5 and float(row["call_s"]) <= float(row["target_s"])
+        assert row["met"] == str(met) and row["target_tol"] == "1e-05"
+    assert direct["met"] == "True" and cvxpy_row["met"] == "False"
+    meta = json.loads(table.with_suffix(".meta.json").read_text())
+    assert meta["profiles"] == profiles and meta["columns"] == run.SUITE_COLUMNS["targets"]
+
+
+def test_targets_take_their_tolerance_and_devices():
+    suites = _load("suites")
+    assert [i.name for i in suites.instances("targets", None, "cpu")] == ["cpu-sparse1e5", "cpu-sparse1e5-cvxpy"]
+    one_gpu = [i.name for i in suites.instances("targets", "all", "gpu")]
+    assert "G67" in one_gpu and "sparse1e8" in one_gpu and "sparse3e8" not in one_gpu  # two GPUs: named only
+    (large,) = suites.instances("targets", "sparse3e8", "gpu")
+    assert suites.settings_for(large, "mixed") == dict(tol=1e-5, devices=2, precision="mixed")
+    (hundred_million,) = suites.instances("targets", "sparse1e8", "gpu")
+    paper = suites.settings_for(hundred_million, "paper")
+    assert paper["tol"] == 1e-4 and paper["algorithm"] == "alm_admm" and "devices" not in paper
+    assert not suites.Target(1.0).columns(dict(certified_gap="", primal_residual=0.0, seconds=0.1))["met"]
+    with pytest.raises(ValueError, match="unknown targets"):
+        suites.instances("targets", "G67,G68", "gpu")
+
+
 def test_mittelmann_suite_lists_the_instances():
     suites = _load("suites")
     table = suites.datasets.MITTELMANN

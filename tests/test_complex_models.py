@@ -1,6 +1,7 @@
 """Small complex models through CVXPY (issue 48): the fidelity SDP of a pure state, whose LMI has no Slater point,
-against its closed-form value; the dual form CVXPY's chain gives such models; and the residual-share rule that keeps a
-point whose objective rests on its infeasibility from being called OPTIMAL."""
+against its closed-form value; the dual form CVXPY's chain gives such models; the residual-share rule that keeps a
+point whose objective rests on its infeasibility from being called OPTIMAL; and an interior-point start that stalls
+just above tol ending the solve without a low-rank hand-over."""
 from __future__ import annotations
 
 import importlib.util
@@ -72,6 +73,19 @@ def test_a_point_whose_objective_rests_on_its_residual_is_not_optimal(d, seed):
         assert error <= TOL * (1.0 + truth)
     if all(value <= TOL for value in result.criteria.values()) and result.status is not Status.OPTIMAL:
         assert "residual share" in result.message
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_the_fidelity_sdp_at_d4_ends_optimal_from_the_interior_point_start_alone(seed):
+    """At d = 4 (seeds 1, 2) the interior-point start used to stall just above tol and hand over to thousands of
+    low-rank steps; with its directions corrected against the operator it meets tol by itself."""
+    model, truth = fidelity(4, seed)
+    problem, _ = to_sdp_problem(model.get_problem_data("CULORADS")[0])
+    result = solve(problem, time_limit=20)
+    assert result.route.startswith("interior-point method first")
+    assert result.iterations["alm"] + result.iterations["admm"] + result.iterations["riemannian"] == 0
+    assert result.status is Status.OPTIMAL
+    assert abs(result.primal_objective - truth) <= TOL * (1.0 + truth)
 
 
 def _evaluation(gap: float) -> Evaluation:

@@ -1,20 +1,24 @@
 """The interior-point route: the plan starts the route the cost model expects cheaper (the low-rank phases on problems
 whose constraints they keep exact, the interior-point method on small problems they serve badly), and what the method
-gained for those problems (the shifted factorisation refined against M) is right; the Schur complement in bands:
-``test_interior_point.py``."""
+gained for those problems (the shifted factorisation refined against M, the stack of equal blocks whose Schur parts are
+formed together) is right; the Schur complement in bands: ``test_interior_point.py``."""
 import numpy as np
 import pytest
+import scipy.linalg
 
 from cvxpy_culorads import SDPProblem, Status, read_sdpa, solve
-from cvxpy_culorads.backends.backend import CpuBackend
-from cvxpy_culorads.phases.interior_point import InteriorPointPhase
+from cvxpy_culorads.backends.backend import CpuBackend, select_backend
+from cvxpy_culorads.backends.memory import interior_point_groups
+from cvxpy_culorads.phases.interior_point import InteriorPointPhase, _Block, _Stack
 from cvxpy_culorads.settings import Settings
 from cvxpy_culorads.solver.costs import LOW_RANK_HARD_STEPS, LOW_RANK_STEPS, RouteCosts, low_rank_steps
 from cvxpy_culorads.solver.plan import LowRankPhases, plan
 
 from support import (
+    DEVICES,
     clarabel_value,
     data_file,
+    dense_blocks,
     random_maxcut,
     random_mixed_problem,
     sdplib_optimum,
@@ -97,3 +101,60 @@ def test_a_mixed_problem_through_the_interior_point_route_matches_clarabel():
     result = solve(problem, device="cpu", algorithm="interior_point", time_limit=10.0)
     assert result.iterations["alm"] == 0 and result.status is Status.OPTIMAL, result.summary()
     assert result.primal_objective == pytest.approx(clarabel_value(problem), rel=1e-5, abs=1e-7)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_stack_of_equal_blocks_forms_the_schur_complement_of_its_members(device):
+    # truss5's ten groups of order 30 on the dense route, each in one band: the stack forms their Schur parts
+    # together, as batched products; the sum must be the members' own, each scattered to its constraints
+    problem = read_sdpa(data_file("sdplib", "truss5.dat-s")).expanded()
+    backend, rng = select_backend(device), np.random.default_rng(1)
+    groups = [members for members in interior_point_groups(problem.block_sizes)
+              if sum(problem.block_sizes[k] for k in members) == 30]
+    blocks = [_Block(problem, members, backend, by_positions=False) for members in groups]
+    X = np.stack([_random_positive_definite(30, rng) for _ in blocks])
+    Z = np.stack([_random_positive_definite(30, rng) for _ in blocks])
+    expected = np.zeros((problem.m, problem.m))
+    for block, Xb, Zb in zip(blocks, X, Z):
+        part = block.schur(backend.asarray(Xb), backend.asarray(Zb))
+        expected[np.ix_(block.constraints, block.constraints)] += backend.to_host(part)
+    stack = _Stack(blocks, backend)
+    assert len(blocks) == 10 and stack.batched
+    got = np.zeros_like(expected)
+    index = backend.to_host(stack.constraint_index)
+    got[np.ix_(index, index)] = backend.to_host(stack.schur(backend.asarray(X), backend.asarray(Z)))
+    np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12 * np.abs(expected).max())
+    # and A(X), A*(y) of the stack are the members' (<A_i, X_b> summed; sum_i y_i A_ib per member)
+    y = rng.standard_normal(problem.m)
+    adjoint = backend.to_host(stack.adjoint(backend.asarray(y)))
+    applied = backend.xp.zeros(problem.m)
+    stack.apply(backend.asarray(X), applied)
+    applied = backend.to_host(applied)
+    _, A = dense_blocks(problem)
+    for b, members in enumerate(groups):
+        dense = [scipy.linalg.block_diag(*(A[i][k] for k in members)) for i in range(problem.m)]
+        np.testing.assert_allclose(adjoint[b], sum(y_i * Ai for y_i, Ai in zip(y, dense)), atol=1e-12)
+    expected_applied = [sum(np.vdot(scipy.linalg.block_diag(*(A[i][k] for k in members)), Xb)
+                            for members, Xb in zip(groups, X)) for i in range(problem.m)]
+    np.testing.assert_allclose(applied, expected_applied, rtol=1e-12, atol=1e-9)
+
+
+def _random_positive_definite(n, rng):
+    M = rng.standard_normal((n, n))
+    return M @ M.T + n * np.eye(n)
+
+
+@pytest.mark.parametrize("name", ["hinf3", "hinf7"])
+def test_an_interior_point_start_that_stalls_within_reduced_tol_is_not_handed_to_the_low_rank_phases(name):
+    """SDPLIB's hinf3 and hinf7 are ill-posed: the interior-point start stalls within ``reduced_tol`` but short of
+    OPTIMAL (a criterion or the residual share above tol), where the low-rank phases never improved on its point
+    (decision record "exact-statuses-and-cvxpy-duals"). None of their steps is spent and the point is the answer,
+    INACCURATE, with its value near the known optimum."""
+    settings = Settings()
+    result = solve(read_sdpa(data_file("sdplib", f"{name}.dat-s")), time_limit=30)
+    assert result.route.startswith("interior-point method first")
+    assert result.iterations["alm"] + result.iterations["admm"] + result.iterations["riemannian"] == 0
+    assert result.status is Status.INACCURATE
+    assert max(result.criteria.values()) <= settings.inaccurate_tol
+    optimum = sdplib_optimum(name)
+    assert abs(-result.primal_objective - optimum) <= settings.inaccurate_tol * (1.0 + abs(optimum))

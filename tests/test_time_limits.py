@@ -17,11 +17,12 @@ import scipy.linalg
 import scipy.sparse as sp
 import scipy.sparse._compressed as compressed
 
-from cvxpy_culorads import Status, solve
+from cvxpy_culorads import Status, read_sdpa, solve
 from cvxpy_culorads.models import maxcut_problem, theta_problem
+from cvxpy_culorads.phases import interior_point
 from cvxpy_culorads.solver.run import Run
 
-from support import random_mixed_problem
+from support import data_file, random_mixed_problem
 
 # what one final measurement of a point may cost once the clock has passed its grace: the products of the
 # primal measures and of a Lanczos run's first step per block, and the checks of the result
@@ -123,4 +124,55 @@ def test_one_final_measurement_within_the_grace(monkeypatch, route):
     assert clock.moved and result.status is Status.TIME_LIMIT
     assert clock.work["rows"] == 0
     assert clock.large_decompositions <= 1 + decompositions, clock.work
+    assert np.isfinite(result.primal_objective) and result.errors is not None
+
+
+def test_a_deadline_inside_an_interior_point_iteration_abandons_its_step(monkeypatch):
+    # the clock passes the deadline while the second iteration forms its Schur complement: the step is abandoned
+    # before the factorisation of the m x m matrix, and the solve reports the limit with the best point
+    problem = _theta(120)
+    runs, offset, moved = [], [0.0], []
+    real = time.perf_counter
+    monkeypatch.setattr(time, "perf_counter", lambda: real() + offset[0])
+    record = Run.record
+
+    def remembered(run, progress, force=False):
+        runs.append(run)
+        record(run, progress, force)
+
+    monkeypatch.setattr(Run, "record", remembered)
+    schur = interior_point._Block.schur
+
+    def passing_the_deadline(block, X, Z):
+        if runs[-1].iterations["interior_point"] >= 2 and not moved:
+            offset[0] += runs[-1].deadline + 1e-3 - time.perf_counter()
+            moved.append(True)
+        return schur(block, X, Z)
+
+    monkeypatch.setattr(interior_point._Block, "schur", passing_the_deadline)
+    factorisations = collections.Counter()
+    cholesky = np.linalg.cholesky
+
+    def counted(a, *args, **kwargs):
+        factorisations[moved != []] += np.shape(a)[-1] == problem.m
+        return cholesky(a, *args, **kwargs)
+
+    monkeypatch.setattr(np.linalg, "cholesky", counted)
+    result = solve(problem, device="cpu", algorithm="interior_point", time_limit=100.0)
+    assert moved and factorisations[False] >= 1  # the first iteration factorised its Schur complement
+    assert factorisations[True] == 0, factorisations
+    assert result.iterations["interior_point"] == 2
+    assert result.status is Status.TIME_LIMIT
+    assert np.isfinite(result.primal_objective) and result.errors is not None
+
+
+def test_a_time_limit_inside_interior_point_iterations_is_kept_on_the_wall_clock():
+    # theta4 (m = 1949, one block of order 200): 16 iterations of some 0.2 to 2 s on the 2-core CPU, so the limit
+    # falls inside the method's run wherever the machine's load puts it
+    problem = read_sdpa(data_file("sdplib", "theta4.dat-s"))
+    limit = 2.0
+    result = solve(problem, device="cpu", algorithm="interior_point", time_limit=limit)
+    assert result.iterations["interior_point"] >= 1 and result.iterations["alm"] == 0
+    assert result.status is Status.TIME_LIMIT, result.summary()
+    assert result.solve_time <= 1.1 * limit + 1.0, result.summary()
     assert np.isfinite(result.primal_objective) and result.errors is not None

@@ -47,6 +47,24 @@ def _vdot(x, y):
                 for s in range(0, x.size, _CHUNK)), np.float64(0.0))
 
 
+def _gram_matrix(vectors):
+    """The Gram matrix of arrays of one shape in one pass over them, in blocks, summed in float64."""
+    flat = [v.reshape(-1) for v in vectors]
+    gram = np.zeros((len(flat), len(flat)))
+    for s in range(0, flat[0].size, _CHUNK):
+        block = np.stack([v[s:s + _CHUNK] for v in flat]).astype(np.float64, copy=False)
+        gram += block @ block.T
+    return gram
+
+
+def _combination(vectors, coefficients):
+    """sum_j coefficients[j] vectors[j] in float64, whatever the vectors store."""
+    out = coefficients[0] * vectors[0].astype(np.float64, copy=False)
+    for c, v in zip(coefficients[1:], vectors[1:]):
+        out += c * v
+    return out
+
+
 class CpuKernels(RowSpace):
     """NumPy/SciPy implementations (also the reference for the GPU kernels)."""
 
@@ -63,8 +81,7 @@ class CpuKernels(RowSpace):
 
     def gram(self, vectors) -> np.ndarray:
         """The Gram matrix of ``vectors`` (arrays of one shape) on the host, summed in float64."""
-        count = len(vectors)
-        return symmetric_from_upper(self.lbfgs_gram(vectors, np.empty(count * (count + 1) // 2)), count)
+        return _gram_matrix(vectors)
 
     @staticmethod
     def sym_sample(rows, cols, U, V, out=None):
@@ -139,8 +156,7 @@ class CpuKernels(RowSpace):
     @staticmethod
     def lbfgs_gram(vectors, out):
         """The upper triangle of the Gram matrix of ``vectors`` (arrays of one shape), row by row, in ``out``."""
-        rows, cols = np.triu_indices(len(vectors))
-        out[:] = [_vdot(vectors[a], vectors[b]) for a, b in zip(rows, cols)]
+        out[:] = _gram_matrix(vectors)[np.triu_indices(len(vectors))]
         return out
 
     @staticmethod
@@ -153,10 +169,27 @@ class CpuKernels(RowSpace):
     @staticmethod
     def lbfgs_combine(vectors, coefficients):
         """sum_j coefficients[j] vectors[j], summed in float64 and stored as the vectors are."""
-        out = coefficients[0] * vectors[0].astype(np.float64, copy=False)
-        for c, v in zip(coefficients[1:], vectors[1:]):
-            out += c * v
-        return out.astype(vectors[0].dtype, copy=False)
+        return _combination(vectors, coefficients).astype(vectors[0].dtype, copy=False)
+
+    @staticmethod
+    def lbfgs_sphere_direction(G, pairs, products, X, squares, update=False):
+        """D = P_X(-H G): the L-BFGS direction of :meth:`lbfgs_direction` (H0 = gamma I of the newest pair) in the
+        compact form the GPU takes it -- the Gram matrix of (G, s_0, y_0, ...) in one pass, the recursion on its
+        coefficients (:func:`lbfgs_coefficients`), one combination in float64 -- projected in the same pass onto the
+        tangent space at the rows of X (squared norms ``squares``, as :meth:`sphere_tangent`) and rounded once to G's
+        type. ``pairs``: (s, y, ...) tuples, oldest first. With ``update`` the newest pair still holds the previous
+        point and gradient and becomes (X - it, G - it) in place first (the GPU does it within the Gram pass). Writes
+        (<G, G>, <D, G>) to ``products``."""
+        if update:
+            s, y = pairs[-1][:2]
+            CpuKernels.scale_add(s, -1.0, X, 1.0)
+            CpuKernels.scale_add(y, -1.0, G, 1.0)
+        vectors = [G] + [v for pair in pairs for v in pair[:2]]
+        coefficients, products[0], products[1] = lbfgs_coefficients(_gram_matrix(vectors))
+        combined = _combination(vectors, coefficients)
+        along = _row_dots(combined, X) / squares
+        combined -= along[:, None] * X
+        return combined.astype(G.dtype, copy=False)
 
     @staticmethod
     def line_search_products(AW, Avals, b, lam, rho, R, D, CD, out):
@@ -315,6 +348,21 @@ class CpuKernels(RowSpace):
         projected = new @ (2.0 - _row_dots(R_new, R_new) / squares)
         decrease = projected - old @ (2.0 - _row_dots(R, R) / squares) + _vdot(R_new, CR) - _vdot(R, CR_new)
         return np.array([projected, decrease, _vdot(CR_new, CR_new)])
+
+    @staticmethod
+    def sphere_product_gradient(matrix, R, squares, scale, gradient, product=None) -> float:
+        """<R, C R> for the CSR matrix C = ``matrix``, with ``gradient`` = scale P_R(C R) (the rows' tangent parts, as
+        :meth:`sphere_tangent`) and, given ``product``, C R itself: the GPU takes all three in one pass and writes C R
+        only where it is kept. C R is summed in float64 and rounded to R's type (as :meth:`csr_matmul` into an
+        ``out`` of that type) before the rows' dots and the projection use it, so the results are the unfused ones'."""
+        CR = (matrix @ R).astype(R.dtype, copy=False)
+        if product is not None:
+            product[...] = CR
+        dots = _row_dots(CR, R)
+        normal = (dots / squares)[:, None] * R  # float64; the one temporary of factor size besides C R
+        np.subtract(CR, normal, out=normal)
+        np.multiply(normal, scale, out=gradient)
+        return float(dots.sum())
 
     @staticmethod
     def sphere_retract(X, D, tau, roots, out):

@@ -46,6 +46,7 @@ from cvxpy_culorads.backends.gpu_vector_algebra import (
     lbfgs_direction,
     lbfgs_gram,
     lbfgs_recursion,
+    lbfgs_sphere_direction,
     line_search_products,
     norm_into,
     remove_normal,
@@ -54,6 +55,7 @@ from cvxpy_culorads.backends.gpu_vector_algebra import (
     rows_subtract,
     sphere_decrease,
     sphere_line_search_products,
+    sphere_product,
     sphere_retract,
     sphere_tangent,
     wide_dot,
@@ -434,6 +436,7 @@ class GpuKernels(RowSpace):
 
     # the L-BFGS step's and the line search's kernels (``gpu_vector_algebra``)
     lbfgs_direction = staticmethod(lbfgs_direction)
+    lbfgs_sphere_direction = staticmethod(lbfgs_sphere_direction)
     lbfgs_gram = staticmethod(lbfgs_gram)
     lbfgs_recursion = staticmethod(lbfgs_recursion)
     lbfgs_combine = staticmethod(lbfgs_combine)
@@ -517,6 +520,14 @@ class GpuKernels(RowSpace):
     def sphere_decrease(R_new, R, CR_new, CR, squares) -> np.ndarray:
         """:meth:`CpuKernels.sphere_decrease` in one pass (synchronises: the host array of three sums)."""
         return sphere_decrease(R_new, R, CR_new, CR, squares).get()
+
+    @staticmethod
+    def sphere_product_gradient(matrix, R, squares, scale, gradient, product=None) -> float:
+        """:meth:`CpuKernels.sphere_product_gradient` in one pass (synchronises: the objective). A group of lanes walks
+        each row of the matrix alone (long rows are not split as :func:`csr_matmul` splits them)."""
+        indptr, indices, ctype = _index_pair(matrix.indptr, matrix.indices)
+        data = cupy.ascontiguousarray(matrix.data, dtype=np.float64)
+        return float(sphere_product(indptr, indices, ctype, data, R, squares, scale, gradient, product)[0])
 
     @staticmethod
     def lanczos_cycle(step, first, stop, rows, deadline, recorded):

@@ -92,12 +92,19 @@ def _checked_lbfgs_vectors(vectors):
     return len(vectors), first.size, VALUE_TYPES[first.dtype]
 
 
-def _lbfgs_gram_pass(vectors, recurse: bool, coef, products):
+def _lbfgs_gram_pass(vectors, recurse: bool, coef, products, update_to=None):
+    """The Gram pass over ``vectors`` (with the recursion in its epilogue where ``recurse``); with ``update_to`` (the
+    current point X), the newest pair's arrays first become (X - s, G - y) in the same pass (the recursion follows)."""
     K, L, ftype = _checked_lbfgs_vectors(vectors)
     blocks = _reduce_grid(L)
     partial = cupy.empty(blocks * K * (K + 1) // 2)
-    kernel(f"lbfgs_gram_kernel<{K}, {'true' if recurse else 'false'}, {ftype}>")(
-        (blocks,), (REDUCE_THREADS,), _vector_args(vectors) + (np.int64(L), partial, _ticket(), coef, products))
+    tail = (np.int64(L), partial, _ticket(), coef, products)
+    if update_to is None:
+        kernel(f"lbfgs_gram_kernel<{K}, {'true' if recurse else 'false'}, {ftype}>")(
+            (blocks,), (REDUCE_THREADS,), _vector_args(vectors) + tail)
+    else:
+        kernel(f"lbfgs_update_gram_kernel<{K}, {ftype}>")(
+            (blocks,), (REDUCE_THREADS,), _vector_args(vectors) + (vectors[-2], vectors[-1], update_to) + tail)
 
 
 def lbfgs_recursion(upper, count: int, products):
@@ -127,6 +134,23 @@ def lbfgs_direction(G, pairs, products):
     coef = cupy.empty(len(vectors))
     _lbfgs_gram_pass(vectors, True, coef, products)
     return lbfgs_combine(vectors, coef)
+
+
+def lbfgs_sphere_direction(G, pairs, products, X, squares, update=False):
+    """:meth:`GpuKernels.lbfgs_sphere_direction`: the Gram pass (the newest pair updated in it where ``update``) with
+    the recursion in its epilogue, then one pass that combines and projects row by row (at most 4 pairs)."""
+    vectors = [G] + [v for pair in pairs for v in pair[:2]]
+    count = len(vectors)
+    n, r, ftype = _row_arrays(G, X)
+    if squares.dtype != np.float64 or squares.shape != (n,) or (update and count < 3):
+        raise ValueError("lbfgs_sphere_direction: squares must be a float64 vector of the rows; update needs a pair")
+    coef = cupy.empty(count)
+    _lbfgs_gram_pass(vectors, True, coef, products, X if update else None)
+    out = cupy.empty_like(G)
+    lanes = lanes_for_rank(r)
+    kernel(f"lbfgs_tangent_combine_kernel<{count}, {lanes}, {ftype}>")(grid(n, lanes), (BLOCK,), _vector_args(
+        vectors) + (X, squares, coef, out, np.int64(n), np.int32(r)))
+    return out
 
 
 def lbfgs_gram(vectors, out):
@@ -287,6 +311,27 @@ def sphere_decrease(R_new, R, CR_new, CR, squares):
     kernel(f"sphere_decrease_kernel<{lanes}, {ftype}>")((blocks,), (REDUCE_THREADS,), (
         R_new, R, CR_new, CR, squares, np.int64(n), np.int32(r), cupy.empty(blocks * 3), _ticket(), out))
     return out
+
+
+PRODUCT_BLOCKS_PER_SM = 8  # the fused product's grid cap: 2048 threads per SM keep its dependent gathers in flight
+
+
+def sphere_product(indptr, indices, ctype: str, data, R, squares, scale, gradient, product):
+    """:meth:`GpuKernels.sphere_product_gradient` on a CSR matrix's arrays (``indptr`` and ``indices`` of the C index
+    type ``ctype``, float64 ``data``): <R, C R> as a device 1-vector, without a synchronisation."""
+    n, r, ftype = _row_arrays(R, gradient, *(() if product is None else (product,)))
+    if squares.dtype != np.float64 or squares.shape != (n,) or indptr.size != n + 1:
+        raise ValueError("sphere_product_gradient: the matrix's rows and squares must match the factor's rows")
+    lanes = lanes_for_rank(r)
+    cap = PRODUCT_BLOCKS_PER_SM * multiprocessors(cupy.cuda.Device().id)
+    blocks = max(1, min(-(-n * lanes // REDUCE_THREADS), cap))
+    objective = cupy.empty(1)
+    keep = product is not None
+    kernel(f"sphere_product_kernel<{ctype}, {lanes}, {ftype}, {'true' if keep else 'false'}>")(
+        (blocks,), (REDUCE_THREADS,), (indptr, indices, data, R, squares, np.float64(scale), gradient,
+                                       product if keep else gradient, np.int64(n), np.int32(r), cupy.empty(blocks),
+                                       _ticket(), objective))
+    return objective
 
 
 def ensure_tickets() -> None:

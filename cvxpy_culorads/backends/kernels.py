@@ -35,6 +35,9 @@ class Capability(enum.Enum):
     # shards' own sets run them, each on its part
     WHOLE_ARRAYS = "whole_arrays"
     MIXED_PRECISION = "mixed_precision"  # the Riemannian phase on float32 factors (``Settings.precision="mixed"``)
+    # the Riemannian step in fewer passes: C R with the gradient and the objective, the L-BFGS direction with the pair
+    # update and the tangent projection (decision record "fused-riemannian-step")
+    FUSED_STEP = "fused_step"
 
 
 CAPABILITY_METHODS = {
@@ -46,6 +49,7 @@ CAPABILITY_METHODS = {
                                         "gather_rows", "lbfgs_gram", "lbfgs_recursion", "lbfgs_combine", "basis_dot",
                                         "basis_subtract"}),
     Capability.MIXED_PRECISION: frozenset({"sphere_decrease"}),
+    Capability.FUSED_STEP: frozenset({"sphere_product_gradient", "lbfgs_sphere_direction"}),
 }
 ALL_CAPABILITIES = frozenset(Capability)
 
@@ -58,11 +62,12 @@ class Kernels(Protocol):
     """The contract of a kernel set, as the phases use it. Arrays are the backend's; ``out`` arrays, when given,
     are C-contiguous float64 of the result's shape and alias no input; "in place" methods change their first
     arguments. The kernels of the Riemannian phase (``csr_matmul``, ``lbfgs_*``, ``scale_add``, ``sphere_tangent``,
-    ``sphere_retract``, ``sphere_decrease``, ``inner``, ``norm``, ``gram``) also take float32 factors
-    (``Settings.precision="mixed"``): they store float32, sum in float64, take each row's formula in float64 and round
-    it once; ``csr_matmul`` rounds into a float32 ``out`` and ``sphere_retract`` into a float64 one (a point projected
-    for its measurement). Every method returns the same shapes on every backend; ``lbfgs_pair``'s record is opaque
-    (only ``lbfgs_direction`` of the same kernel set reads it).
+    ``sphere_retract``, ``sphere_decrease``, ``sphere_product_gradient``, ``lbfgs_sphere_direction``, ``inner``,
+    ``norm``, ``gram``) also take float32 factors (``Settings.precision="mixed"``): they store float32, sum in float64,
+    take each row's formula in float64 and round it once; ``csr_matmul`` rounds into a float32 ``out`` and
+    ``sphere_retract`` into a float64 one (a point projected for its measurement). Every method returns the same shapes
+    on every backend; ``lbfgs_pair``'s record is opaque (only ``lbfgs_direction`` of the same kernel set reads it),
+    while ``lbfgs_sphere_direction`` takes plain (s, y) pairs (it reads the first two entries of each).
 
     Declared capabilities, checked by the plan before a solve: ``capabilities``, the :class:`Capability` values
     the set implements (a method outside them may be absent), and ``max_lbfgs_memory``, the most L-BFGS pairs
@@ -99,6 +104,8 @@ class Kernels(Protocol):
     def row_dots(self, U, V): ...
     def sphere_retract(self, X, D, tau, roots, out): ...
     def sphere_decrease(self, R_new, R, CR_new, CR, squares) -> np.ndarray: ...
+    def sphere_product_gradient(self, matrix, R, squares, scale, gradient, product=None) -> float: ...
+    def lbfgs_sphere_direction(self, G, pairs, products, X, squares, update=False): ...
     def sphere_line_search_products(self, AW, Avals, b, lam, R, D, CD, out): ...
     def remove_normal(self, Z, R, size, normal, multiplier=None, weight=0.0): ...
     def inner(self, x, y) -> float: ...

@@ -27,6 +27,7 @@ import math
 import numpy as np
 import scipy.sparse as sp
 
+from cvxpy_culorads.backends.cpu_kernels import CpuKernels
 from cvxpy_culorads.certify.measures import ProblemNorms
 from cvxpy_culorads.problem.lowrank import SparsePlusLowRank
 from cvxpy_culorads.problem.sdp import SDPProblem
@@ -123,8 +124,7 @@ def check_ray(problem: SDPProblem, factors, x_lp, tol: float, descent: float) ->
 
 def _entry_products(rows, cols, vals, R) -> np.ndarray:
     """val * (R R')_{row, col}, counted twice off the diagonal (each coordinate sets both symmetric entries)."""
-    products = np.einsum("ij,ij->i", R[rows], R[cols]) if rows.size else np.zeros(0)
-    return vals * products * np.where(rows == cols, 1.0, 2.0)
+    return vals * CpuKernels.sym_sample(rows, cols, R, None) * np.where(rows == cols, 1.0, 2.0)
 
 
 def _pairing(rows, cols, vals, R) -> float:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
+from cvxpy_culorads.backends.cpu_kernels import CpuKernels
 from cvxpy_culorads.operators.compressed import sorted_unique
 from cvxpy_culorads.problem.sdp import SDPProblem
 
@@ -18,8 +19,6 @@ __all__ = ["completion_problem", "random_low_rank_instance", "completion_error"]
 
 # Above this many entries the error is computed from the factors' Gram matrices instead of densely.
 _DENSE_LIMIT = 1 << 22
-# Rows of the factors gathered at once when evaluating observed entries.
-_CHUNK = 1 << 16
 
 
 def completion_problem(rows, cols, values, shape: tuple[int, int], name: str = "completion") -> SDPProblem:
@@ -54,13 +53,10 @@ def completion_problem(rows, cols, values, shape: tuple[int, int], name: str = "
     return SDPProblem(values, [C], [(observations, n1 + cols, rows, np.full(values.size, 0.5))], name=name)
 
 
-def _row_dots(P: np.ndarray, Q: np.ndarray, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
-    """``(P Q')[rows[e], cols[e]]`` for every e, in chunks so that memory stays O(len(rows))."""
-    out = np.empty(rows.size)
-    for start in range(0, rows.size, _CHUNK):
-        part = slice(start, start + _CHUNK)
-        out[part] = np.einsum("ij,ij->i", np.take(P, rows[part], axis=0), np.take(Q, cols[part], axis=0))
-    return out
+def _observed_entries(P: np.ndarray, Q: np.ndarray, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
+    """``(P Q')[rows[e], cols[e]]`` for every e: the entries ``(rows[e], n1 + cols[e])`` of ``R R'`` with
+    ``R = [P; Q]``, as the completion SDP's factor holds them, sampled in chunks by the CPU kernels."""
+    return CpuKernels.sym_sample(rows, P.shape[0] + cols, np.vstack([P, Q]), None)
 
 
 def random_low_rank_instance(n1: int, n2: int, rank: int, num_observed: int, seed: int = 0):
@@ -78,7 +74,7 @@ def random_low_rank_instance(n1: int, n2: int, rank: int, num_observed: int, see
     P = scale * rng.standard_normal((n1, rank))
     Q = scale * rng.standard_normal((n2, rank))
     rows, cols = np.divmod(_distinct_sorted(rng, n1 * n2, num_observed), n2)
-    return rows, cols, _row_dots(P, Q, rows, cols), (P, Q)
+    return rows, cols, _observed_entries(P, Q, rows, cols), (P, Q)
 
 
 def _distinct_sorted(rng, total: int, count: int) -> np.ndarray:

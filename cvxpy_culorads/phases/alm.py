@@ -128,6 +128,18 @@ class LBFGS:
         """-H G; writes (<G, G>, <D, G>) to the 2-vector ``products``."""
         return self.kernels.lbfgs_direction(G, self.pairs, products)
 
+    def sphere_direction(self, G, products, X, squares, previous=None):
+        """P_X(-H G), the direction projected onto the tangent space at the rows of X (squared norms ``squares``), in
+        the kernel set's fused passes (``Kernels.lbfgs_sphere_direction``); writes (<G, G>, <D, G>) to ``products``.
+        ``previous``: the point and gradient (R, G) before the step to X, whose memory becomes the newest pair
+        (X - R, G_X - G) within the direction's first pass instead of two passes of its own. The pairs of this form
+        are plain (s, y) tuples: an L-BFGS uses this or :meth:`direction` with :meth:`push`, not both."""
+        if previous is not None:
+            self.pairs.append(previous)
+            if len(self.pairs) > self.memory:
+                self.pairs.pop(0)
+        return self.kernels.lbfgs_sphere_direction(G, self.pairs, products, X, squares, update=previous is not None)
+
 
 class MirrorPairs:
     """Pairs of scalar rows of the stacked factor (a nonnegative variable, or a PSD block's row that the data touch

@@ -32,6 +32,13 @@ of the points projected back, to first order, with the decrease in a form whose 
 (``SINGLE_FLOOR``), and the strategy goes on in double precision from there (decision record "mixed-precision").
 Whatever the run stored, it leaves the state a float64 point of the spheres with float64 multipliers (``_finish``).
 
+Where the kernel set has :attr:`Capability.FUSED_STEP` and C V is one CSR product (one device, no low-rank objective
+terms), a step takes fewer passes over factor-sized arrays (decision record "fused-riemannian-step"): a trial point's
+product gives its objective and its gradient in the same pass and writes C R only where the line search keeps it
+(``Kernels.sphere_product_gradient``), and the direction's Gram pass also forms the new curvature pair in the memory of
+the previous point and gradient, its combination pass projecting onto the tangent space
+(``Kernels.lbfgs_sphere_direction``). The arithmetic is the unfused step's, rounded the same way.
+
 A run ends once the scale-free gradient measure ||grad||_F ||R||_F / (1 + s |<C, X>|) is at most ``target``
 (the driver tightens it between runs until the certificate holds), or when a step finds no descent. It is a
 generator of ``Progress`` rows, one per step, like the other phases.
@@ -43,6 +50,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from cvxpy_culorads.backends.kernels import Capability
+from cvxpy_culorads.operators.compressed import CompressedOperator
 from cvxpy_culorads.phases.alm import LBFGS
 from cvxpy_culorads.phases.state import PhaseOutcome, Progress
 
@@ -127,23 +136,28 @@ class RiemannianPhase:
         self.rounded = rounded_halo or single
         self.floor = 0.0  # the gradient measure that single precision resolves at the last point (0 in double)
         self.product_norm = 0.0  # ||C R||_F of the current point, for the floor
+        # the CSR matrix of the fused step's products, or None (the unfused step)
+        self.matrix = (op.C if Capability.FUSED_STEP in self.kernels.capabilities
+                       and isinstance(op, CompressedOperator) and op.objective_terms is None else None)
         self.outcome: PhaseOutcome | None = None
 
     def run(self):
         st, xp = self.state, self.xp
         s = st.c_scale
         st.R = self.spheres.projected(st.R, self.kernels, self.dtype)
-        CR = self.times(st.R)
-        objective = self.kernels.inner(st.R, CR)
-        G = self._gradient(st.R, CR, s)
+        CR, G, objective = self._evaluate(st.R, s, exact=True)
+        if G is None:
+            G = self._gradient(st.R, CR, s)
         if self.single:
             self.product_norm = self.kernels.norm(CR)
         CR = self._kept(CR)
         lbfgs = self.lbfgs
         products = xp.empty(2)
+        previous = None  # the fused step's point and gradient before the last move: the next pair's memory
         try:
             while True:
-                D = self._tangent(st.R, lbfgs.direction(G, products))
+                D = self._direction(G, products, previous)
+                previous = None
                 gg, dg = (float(v) for v in self.backend.to_host(products))
                 if lbfgs.pairs and not dg < 0.0:  # not a descent direction: steepest descent instead
                     lbfgs.reset()
@@ -170,14 +184,18 @@ class RiemannianPhase:
                         continue
                     self.outcome = PhaseOutcome.STALLED
                     return
-                R_new, CR_new, objective = accepted
-                accepted = D = CR = None  # freed before G_new is allocated: the phase's peak of factor-sized arrays
-                G_new = self._gradient(R_new, CR_new, s)
+                R_new, CR_new, objective, G_new = accepted
+                accepted = D = CR = None  # freed before the unfused step allocates G_new (its peak)
+                if G_new is None:
+                    G_new = self._gradient(R_new, CR_new, s)
                 # the state moves to R_new before the old R's memory is reused: an interrupt (Ctrl-C) between any
                 # two lines leaves the state a point of the spheres, never the step R_new - R
                 R, st.R = st.R, R_new
-                step = self.kernels.scale_add(R, -1.0, R_new, 1.0)  # R_new - R, in R's memory
-                lbfgs.push(step, self.kernels.scale_add(G, -1.0, G_new, 1.0))  # G_new - G, in G's memory
+                if self.matrix is not None:  # the pair is formed in the next direction's Gram pass
+                    previous = (R, G)
+                else:
+                    step = self.kernels.scale_add(R, -1.0, R_new, 1.0)  # R_new - R, in R's memory
+                    lbfgs.push(step, self.kernels.scale_add(G, -1.0, G_new, 1.0))  # G_new - G, in G's memory
                 R, CR, G = None, self._kept(CR_new), G_new
                 CR_new = None
                 self.moves += 1
@@ -185,7 +203,8 @@ class RiemannianPhase:
             self._finish()
 
     def _line_search(self, R, CR, D, tau, merit, slope, s):
-        """Armijo backtracking along the retraction; (R_new, C R_new, <C, R_new R_new'>) or None.
+        """Armijo backtracking along the retraction; (R_new, C R_new, <C, R_new R_new'>, its gradient or None: the
+        unfused step takes it after the search) or None.
 
         With rounded halos the decrease is taken as <R_new - R, C R_new + C R>, which equals the difference of the
         objectives for a symmetric C and whose rounding error shrinks with the step: the difference of the two
@@ -193,9 +212,10 @@ class RiemannianPhase:
         exceeded the decrease, so the search stalled (decision record "halo-precision"). In single precision the
         same form is taken of the points projected back onto the spheres (``Kernels.sphere_decrease``)."""
         R_new = self.kernels.empty_like(R)
+        G_new = None
         for _ in range(BACKTRACKS):
             self.kernels.sphere_retract(R, D, tau, self.roots, R_new)
-            CR_new = self.times(R_new)
+            CR_new, G_new, objective = self._evaluate(R_new, s, exact=not self.rounded, gradient=G_new)
             if self.single:
                 objective, decrease, product_squares = self.kernels.sphere_decrease(R_new, R, CR_new, CR, self.squares)
                 sufficient = s * decrease <= ARMIJO * tau * slope
@@ -205,12 +225,31 @@ class RiemannianPhase:
                 objective = gram[0, 2]
                 sufficient = s * (gram[0, 2] + gram[0, 3] - gram[1, 2] - gram[1, 3]) <= ARMIJO * tau * slope
             else:
-                objective = self.kernels.inner(R_new, CR_new)
                 sufficient = s * objective <= merit + ARMIJO * tau * slope
             if sufficient:
-                return R_new, CR_new, objective
+                return R_new, CR_new, objective, G_new
             tau *= 0.5
         return None
+
+    def _evaluate(self, R, s, exact, gradient=None):
+        """(C R or None, the gradient 2 s P_R(C R) or None, <R, C R> or None) at a point R. Fused: one pass gives the
+        gradient (into ``gradient``'s memory where given) and the objective, and C R where the line search keeps it
+        (``_kept``). Unfused: C R, and its objective where ``exact`` (the rounded decrease needs none); the gradient
+        follows from C R (``_gradient``)."""
+        if self.matrix is None:
+            CR = self.times(R)
+            return CR, None, self.kernels.inner(R, CR) if exact else None
+        G = self.kernels.empty_like(R) if gradient is None else gradient
+        CR = self.kernels.empty_like(R) if self.rounded else None
+        objective = self.kernels.sphere_product_gradient(self.matrix, R, self.squares, 2.0 * s, G, CR)
+        return CR, G, objective
+
+    def _direction(self, G, products, previous):
+        """The L-BFGS direction at the current point, on its tangent space; ``previous``: (R, G) before the last
+        move, for the fused step's pair (None: no move since the last direction, or the unfused step)."""
+        if self.matrix is None:
+            return self._tangent(self.state.R, self.lbfgs.direction(G, products))
+        return self.lbfgs.sphere_direction(G, products, self.state.R, self.squares, previous)
 
     def _tangent(self, R, Z):
         """Z with each row's component along the row of R removed, in place."""

@@ -30,7 +30,8 @@ from cvxpy_culorads.operators.compressed import BlockLayout
 from cvxpy_culorads.phases.interior_point import DEVICE_MIN_ORDER
 from cvxpy_culorads.phases.riemannian import Spheres
 
-__all__ = ["DeviceCosts", "RouteCosts", "interior_point_iteration_seconds", "low_rank_step_seconds", "low_rank_steps"]
+__all__ = ["DeviceCosts", "RouteCosts", "interior_point_iteration_parts", "interior_point_iteration_seconds",
+           "low_rank_step_seconds", "low_rank_steps"]
 
 IPM_ITERATIONS = 15  # the median over the calibration set (8 to 29)
 
@@ -47,11 +48,9 @@ class _IterationCosts:
 
 
 IPM_CPU = _IterationCosts(8.2e-4, 1.8e-9, 1.8e-8, 7.3e-11)  # fitted on the 2-core CPU
-# the H100's nominal rates, not yet fitted (decision record "interior-point-route"): per group four eigenvalue
-# problems, three factorisations and inverses (cuSOLVER's are launch-bound, milliseconds each, below order ~1000) and
-# some 40 host synchronisations; 1.5e13 flop/s in the factorisations (m^3 / 3 flops); gathered products at a tenth of
-# its 3 TB/s
-IPM_GPU = _IterationCosts(2.0e-2, 2.0e-11, 3.0e-11, 2.5e-14)
+# fitted on one H200 (``benchmarks/studies/interior_point_costs.py --device gpu``, 16 Mittelmann and SDPLIB instances;
+# decision record "interior-point-route"): a group's decompositions are launch-bound cuSOLVER calls
+IPM_GPU = _IterationCosts(7.0e-3, 1.9e-10, 3.1e-11, 2.6e-14)
 LOW_RANK_STEPS = 300  # what an easy problem (MaxCut) needs on the phases that keep its constraints exact
 # what the ALM needs elsewhere: trto3, vibra3, buck3 and shmup2 did not converge in 3,300 to 5,000 steps, neu1g,
 # taha1a and fap09 not in 45 s of H100 steps (decision record "interior-point-route")
@@ -96,12 +95,20 @@ class RouteCosts:
                 "the low-rank phases")
 
 
-def interior_point_iteration_seconds(problem, on_gpu: bool) -> float:
-    """The estimated seconds of one interior-point iteration, on the GPU where the method runs there (blocks of order
-    ``DEVICE_MIN_ORDER`` and up)."""
+def interior_point_iteration_parts(problem, on_gpu: bool) -> dict[str, float]:
+    """The estimated seconds of one interior-point iteration's parts, on the GPU where the method runs there (blocks of
+    order ``DEVICE_MIN_ORDER`` and up): the Schur complement's formation (``schur``), its factorisation
+    (``factorisation``) and the per-group work (``rest``: the blocks' dense decompositions, products and calls)."""
     rates = IPM_GPU if on_gpu and max(problem.block_sizes, default=0) >= DEVICE_MIN_ORDER else IPM_CPU
-    return rates.schur_cube * problem.m ** 3 + sum(
-        rates.group + rates.cube * n ** 3 + rates.route_entry * route for n, route in interior_point_routes(problem))
+    routes = interior_point_routes(problem)
+    return dict(schur=rates.route_entry * sum(route for _, route in routes),
+                factorisation=rates.schur_cube * problem.m ** 3,
+                rest=sum(rates.group + rates.cube * n ** 3 for n, _ in routes))
+
+
+def interior_point_iteration_seconds(problem, on_gpu: bool) -> float:
+    """The estimated seconds of one interior-point iteration (:func:`interior_point_iteration_parts`)."""
+    return sum(interior_point_iteration_parts(problem, on_gpu).values())
 
 
 def low_rank_step_seconds(problem, ranks, on_gpu: bool) -> float:

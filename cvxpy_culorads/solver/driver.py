@@ -5,12 +5,13 @@ The route: problems small enough for the dense interior-point method start with 
 (``Settings.algorithm``); the low-rank strategy the plan chose (:mod:`~cvxpy_culorads.solver.strategies`) runs while
 the criteria do not hold; the interior-point method takes over when the low-rank phases used their share
 (``interior_point_patience`` inner iterations or its estimated time) or end without meeting ``tol``, where low-rank
-methods stall (degenerate or high-rank optima), and an interior-point start that misses ``tol`` hands over to the
-low-rank phases. Every stage reports how it ended as a :class:`~cvxpy_culorads.solver.run.Step`, so one function
-(:func:`_routes`) reads the whole route, and one (:func:`_solve`) turns its end into the outcome: the best point
-measured, with an honest status (:mod:`~cvxpy_culorads.solver.outcome`). Ctrl-C makes it INTERRUPTED, a device out of
-memory returns the best point measured before, and the time limit holds through the final measurement. A badly scaled
-block is solved as X = D Y D, and a split problem in the order its shards take; both are undone on the answer.
+methods stall (degenerate or high-rank optima); an interior-point start that misses ``reduced_tol`` hands over to
+the low-rank phases, one within it is the answer (INACCURATE). Every stage reports how it ended as a
+:class:`~cvxpy_culorads.solver.run.Step`, so one function (:func:`_routes`) reads the whole route, and one
+(:func:`_solve`) turns its end into the outcome: the best point measured, with an honest status
+(:mod:`~cvxpy_culorads.solver.outcome`). Ctrl-C makes it INTERRUPTED, a device out of memory returns the best point
+measured before, and the time limit holds through the final measurement. A badly scaled block is solved as
+X = D Y D, and a split problem in the order its shards take; both are undone on the answer.
 """
 from __future__ import annotations
 
@@ -159,15 +160,24 @@ def _solve(run: Run) -> Result:
 
 
 def _routes(run: Run) -> Step:
-    """The plan's route: the interior-point method first where it starts, the low-rank strategy while the criteria
-    do not hold, the interior-point method after it where it may take over. Returns :attr:`Step.FINISHED`, or the
-    step (a limit, a divergence) that ends the solve."""
+    """The plan's route: the interior-point method first where it starts (its point ends the solve when it stalls
+    within ``reduced_tol``), the low-rank strategy while the criteria do not hold, the interior-point method after it
+    where it may take over. Returns :attr:`Step.FINISHED`, or the step (a limit, a divergence) that ends the solve."""
     tol = run.settings.tol
     if _interior_point_first(run) and run.interior_point_available():
         step = interior_point(run)
         if step is not Step.FINISHED:
             return step
-        if run.best.evaluation.worst > tol:
+        worst = run.best.evaluation.worst
+        stopped_by_itself = run.iterations["interior_point"] < run.tuning.interior_point_max_iterations
+        if tol < worst <= run.settings.inaccurate_tol and stopped_by_itself:
+            # where the method stalls this close to tol (no Slater point, unattained multipliers) the low-rank
+            # phases stall too: on SDPLIB's hinf, buck3 and the complex fidelity models their 5000 steps never
+            # beat its point (decision record "exact-statuses-and-cvxpy-duals")
+            run.say(f"the interior-point method stalled within reduced_tol ({worst:.2e}): its point is the answer, "
+                    "the low-rank phases do not take over")
+            return Step.FINISHED
+        if worst > tol:
             run.say("the interior-point method did not meet tol: the low-rank phases take over")
             run.state = run.initial_state()
     if run.best is None or run.best.evaluation.worst > tol:

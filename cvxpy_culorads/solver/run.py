@@ -2,8 +2,9 @@
 the measurement of points.
 
 :class:`Run` is what every strategy (:mod:`cvxpy_culorads.solver.strategies`) works on. It owns the limits: a phase
-runs through :meth:`Run.run_phase`, which stops it at the time or iteration limit, when its iterates run away, or when
-the interior-point method is due to take over, and says which as a :class:`Step` value (no exceptions carry control
+runs through :meth:`Run.run_phase`, which stops it at the time or iteration limit (and before an interior-point
+iteration expected to end past the time limit), when its iterates run away, or when the interior-point method is due
+to take over, and says which as a :class:`Step` value (no exceptions carry control
 flow). Points are measured from scratch by :meth:`Run.snapshot`, within the measurement deadline that the time
 limit's promise leaves (10 % + 1 s past the limit), and the best measured point is kept in ``Run.best``.
 """
@@ -211,8 +212,14 @@ class Run:
         # the low-rank phases' BLAS-1 calls on 10^4..10^6 entries gain nothing from threads, and with the cores busy
         # a 12 us dot becomes a millisecond one; the interior-point method's factorisations may gain
         threads = 1 if low_rank else stage_threads(self.interior_point_work, self.settings.threads)
-        with self.timed(stage), limited(threads), contextlib.closing(phase.run()) as rows:
+        # the interior-point method's iterations are long: it checks the deadline inside them, and none starts that
+        # is expected to end past it (the longest so far, the estimate before the first)
+        rows_of = phase.run() if low_rank else phase.run(deadline=self.deadline)
+        longest, resumed = None, None  # the method's longest iteration so far, and when it last resumed
+        with self.timed(stage), limited(threads), contextlib.closing(rows_of) as rows:
             for progress in rows:
+                if resumed is not None:
+                    longest = max(longest or 0.0, time.perf_counter() - resumed)
                 self.inner_iterations += 1
                 self.iterations[stage] += 1
                 self.record(progress)
@@ -224,7 +231,21 @@ class Run:
                     return Step.ITERATION_LIMIT
                 if low_rank and self.handover_due() and (self.in_interior_point or self.interior_point_available()):
                     return Step.HANDOVER
-        return None
+                if not low_rank and not self.next_iteration_fits(longest):
+                    return Step.TIME_LIMIT
+                resumed = None if low_rank else time.perf_counter()
+        # a phase that ended by itself past the limit (an abandoned step) ran into it
+        return Step.TIME_LIMIT if self.elapsed() > self.settings.time_limit else None
+
+    def next_iteration_fits(self, longest: float | None) -> bool:
+        """Whether one more interior-point iteration, as long as the ``longest`` so far (None: the estimate), ends
+        within the time limit (the log says when not)."""
+        expected = (self.interior_point_iteration or 0.0) if longest is None else longest
+        if self.elapsed() + expected <= self.settings.time_limit:
+            return True
+        self.say(f"the interior-point method stops: its next iteration is expected to take {expected:.3g} s, more "
+                 "than the time left")
+        return False
 
     def handover_due(self) -> bool:
         """Whether the low-rank phases have used their share on a problem the interior-point method can take:

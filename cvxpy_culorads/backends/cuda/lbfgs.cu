@@ -40,6 +40,19 @@ __device__ void lbfgs_recursion(const double* gram, double* coef, double* produc
     products[1] = dg;
 }
 
+// acc += the upper triangle, row by row, of x x' (one entry of each of K vectors)
+template<int K>
+__device__ __forceinline__ void lbfgs_gram_add(const double (&x)[K], double (&acc)[K * (K + 1) / 2]) {
+    int p = 0;
+#pragma unroll
+    for (int a = 0; a < K; ++a)
+#pragma unroll
+        for (int b = a; b < K; ++b) {
+            acc[p] = fma(x[a], x[b], acc[p]);
+            ++p;
+        }
+}
+
 // L-BFGS direction in the basis (G, s_0, y_0, s_1, y_1, ...) of K = 1 + 2 pairs vectors (oldest pair first): one
 // pass builds their Gram matrix and the last block runs ``lbfgs_recursion`` on it. Without RECURSE it writes the Gram
 // matrix's upper triangle, row by row, to coef[K (K + 1) / 2] instead (a shard's part of it, which the shards sum
@@ -59,14 +72,7 @@ __global__ void lbfgs_gram_kernel(const F* v0, const F* v1, const F* v2, const F
         double x[K];
 #pragma unroll
         for (int a = 0; a < K; ++a) x[a] = (double)v[a][i];
-        int p = 0;
-#pragma unroll
-        for (int a = 0; a < K; ++a)
-#pragma unroll
-            for (int b = a; b < K; ++b) {
-                acc[p] = fma(x[a], x[b], acc[p]);
-                ++p;
-            }
+        lbfgs_gram_add<K>(x, acc);
     }
     __shared__ double gram[P];
     if (!grid_sum<P>(acc, partial, ticket, gram) || threadIdx.x != 0) return;
@@ -77,10 +83,51 @@ __global__ void lbfgs_gram_kernel(const F* v0, const F* v1, const F* v2, const F
     lbfgs_recursion<K>(gram, coef, products);
 }
 
+// lbfgs_gram_kernel with the recursion, the newest pair updated in the same pass (the Riemannian step's fused
+// direction, CpuKernels.lbfgs_sphere_direction with update): its arrays v[K-2], v[K-1] still hold the previous point
+// and gradient and become s = X - v[K-2] and y = v0 - v[K-1] (X the current point, v0 = G its gradient), each
+// difference taken in double and rounded once to F, as scale_add rounds it, before the Gram matrix uses it
+template<int K, typename F>
+__global__ void lbfgs_update_gram_kernel(const F* v0, const F* v1, const F* v2, const F* v3,
+                                         const F* v4, const F* v5, const F* v6, const F* v7,
+                                         const F* v8, F* s_new, F* y_new, const F* __restrict__ X, long long L,
+                                         double* partial, unsigned* ticket, double* coef, double* products) {
+    constexpr int P = K * (K + 1) / 2;
+    const F* v[9] = {v0, v1, v2, v3, v4, v5, v6, v7, v8};
+    double acc[P];
+#pragma unroll
+    for (int p = 0; p < P; ++p) acc[p] = 0.0;
+    const long long stride = (long long)gridDim.x * blockDim.x;
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < L; i += stride) {
+        double x[K];
+#pragma unroll
+        for (int a = 0; a < K - 2; ++a) x[a] = (double)v[a][i];
+        const F s = (F)((double)X[i] - (double)s_new[i]);
+        const F y = (F)(x[0] - (double)y_new[i]);
+        s_new[i] = s;
+        y_new[i] = y;
+        x[K - 2] = (double)s;
+        x[K - 1] = (double)y;
+        lbfgs_gram_add<K>(x, acc);
+    }
+    __shared__ double gram[P];
+    if (!grid_sum<P>(acc, partial, ticket, gram) || threadIdx.x != 0) return;
+    lbfgs_recursion<K>(gram, coef, products);
+}
+
 // the recursion alone, from a Gram matrix's upper triangle summed over shards (one thread)
 template<int K>
 __global__ void lbfgs_recursion_kernel(const double* __restrict__ gram, double* coef, double* products) {
     lbfgs_recursion<K>(gram, coef, products);
+}
+
+// sum_j c_j v_j[i] in double
+template<int K, typename F>
+__device__ __forceinline__ double lbfgs_combination(const F* const (&v)[9], const double (&c)[K], long long i) {
+    double s = c[0] * (double)v[0][i];
+#pragma unroll
+    for (int j = 1; j < K; ++j) s = fma(c[j], (double)v[j][i], s);
+    return s;
 }
 
 // out = sum_j coef_j v_j, summed in double and rounded once to the vectors' type F
@@ -89,15 +136,37 @@ __global__ void lbfgs_combine_kernel(const F* v0, const F* v1, const F* v2, cons
                                      const F* v4, const F* v5, const F* v6, const F* v7,
                                      const F* v8, long long L, const double* __restrict__ coef,
                                      F* __restrict__ out) {
-    const F* v[9] = {v0, v1, v2, v3, v4, v5, v6, v7, v8};
+    const F* const v[9] = {v0, v1, v2, v3, v4, v5, v6, v7, v8};
     double c[K];
 #pragma unroll
     for (int j = 0; j < K; ++j) c[j] = coef[j];
     const long long stride = (long long)gridDim.x * blockDim.x;
-    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < L; i += stride) {
-        double s = c[0] * (double)v[0][i];
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < L; i += stride)
+        out[i] = (F)lbfgs_combination<K, F>(v, c, i);
+}
+
+// out_i = P_{x_i}(sum_j coef_j v_j[i]): the combination of lbfgs_combine_kernel projected onto the tangent space at
+// the rows x_i of X (squared norms squares_i), as sphere_tangent_kernel projects: one group of T lanes per row, lanes
+// over the rank; the combination is taken in double (twice: before and after the row's sum, from the same loads,
+// which the first pass left in cache) and rounded once to F
+template<int K, int T, typename F>
+__global__ void lbfgs_tangent_combine_kernel(const F* v0, const F* v1, const F* v2, const F* v3,
+                                             const F* v4, const F* v5, const F* v6, const F* v7,
+                                             const F* v8, const F* __restrict__ X,
+                                             const double* __restrict__ squares, const double* __restrict__ coef,
+                                             F* __restrict__ out, long long n, int r) {
+    const long long i = ((long long)blockIdx.x * blockDim.x + threadIdx.x) / T;
+    const int lane = threadIdx.x & (T - 1);
+    if (i >= n) return;  // uniform over the group
+    const unsigned mask = group_mask<T>();
+    const F* const v[9] = {v0, v1, v2, v3, v4, v5, v6, v7, v8};
+    double c[K];
 #pragma unroll
-        for (int j = 1; j < K; ++j) s = fma(c[j], (double)v[j][i], s);
-        out[i] = (F)s;
-    }
+    for (int j = 0; j < K; ++j) c[j] = coef[j];
+    const long long base = i * r;
+    double dot = 0.0;
+    for (int j = lane; j < r; j += T) dot = fma(lbfgs_combination<K, F>(v, c, base + j), (double)X[base + j], dot);
+    const double along = group_sum<T>(dot, mask) / squares[i];
+    for (int j = lane; j < r; j += T)
+        out[base + j] = (F)fma(-along, (double)X[base + j], lbfgs_combination<K, F>(v, c, base + j));
 }

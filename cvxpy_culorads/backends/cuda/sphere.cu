@@ -106,3 +106,41 @@ __global__ void sphere_decrease_kernel(const F* __restrict__ Rn, const F* __rest
     out[1] = sums[1];
     out[2] = sums[2];
 }
+
+// The Riemannian step's product (CpuKernels.sphere_product_gradient): for the CSR matrix C (n rows: indptr, indices,
+// data), gradient = scale P_R(C R) row by row, C R itself in product where KEEP, and objective[0] = <R, C R>. One
+// group of T lanes per row in a grid-stride loop, lanes over the rank; each entry of C R is summed in double in the
+// row's entry order (as csr_matmul_kernel sums it), rounded to F and written to gradient (and product), the row's dot
+// with r_i is summed from the rounded entries, then the lane reads its own entries of gradient back (from cache) and
+// projects them. So C R goes to memory only where it is kept.
+template<typename I, int T, typename F, bool KEEP>
+__global__ void sphere_product_kernel(const I* __restrict__ indptr, const I* __restrict__ indices,
+                                      const double* __restrict__ data, const F* __restrict__ R,
+                                      const double* __restrict__ squares, double scale, F* gradient,
+                                      F* __restrict__ product, long long n, int r, double* partial,
+                                      unsigned* ticket, double* objective) {
+    __shared__ double sums[1];
+    double acc[1] = {0.0};
+    const int lane = threadIdx.x & (T - 1);
+    const unsigned mask = group_mask<T>();
+    const long long groups = (long long)gridDim.x * blockDim.x / T;
+    for (long long i = ((long long)blockIdx.x * blockDim.x + threadIdx.x) / T; i < n; i += groups) {
+        const long long base = i * r, start = indptr[i], end = indptr[i + 1];
+        double dot = 0.0;
+        for (int j = lane; j < r; j += T) {
+            double s = 0.0;
+#pragma unroll 4
+            for (long long e = start; e < end; ++e) s = fma(data[e], (double)R[(long long)indices[e] * r + j], s);
+            const F y = (F)s;
+            gradient[base + j] = y;
+            if (KEEP) product[base + j] = y;
+            dot = fma((double)y, (double)R[base + j], dot);
+        }
+        dot = group_sum<T>(dot, mask);
+        const double along = dot / squares[i];
+        for (int j = lane; j < r; j += T)
+            gradient[base + j] = (F)(scale * fma(-along, (double)R[base + j], (double)gradient[base + j]));
+        if (lane == 0) acc[0] += dot;
+    }
+    if (grid_sum<1>(acc, partial, ticket, sums) && threadIdx.x == 0) objective[0] = sums[0];
+}
