@@ -148,6 +148,28 @@ def test_gpu_product_gradient_matches_numpy(dtype, keep, r):
 
 @gpu
 @pytest.mark.parametrize("dtype", DTYPES)
+def test_gpu_product_gradient_of_a_matrix_with_a_hub_row_matches_numpy(dtype):
+    """A row joined to every vertex is split by the CSR product (``row_split``): the fused call takes that route."""
+    import cupy
+    import cupyx.scipy.sparse
+
+    from cvxpy_culorads.backends.gpu_kernels import GpuKernels, row_split
+    C, R, squares, _ = _data(3000, 24, 0, dtype, seed=5)
+    hub = sp.coo_array((np.ones(2999), (np.zeros(2999, dtype=int), np.arange(1, 3000))), shape=(3000, 3000))
+    C = sp.csr_array(C + hub + hub.T)
+    gradient = np.empty_like(R)
+    expected = CPU.sphere_product_gradient(C, R, squares, 0.75, gradient)
+    matrix = cupyx.scipy.sparse.csr_matrix(C)
+    assert row_split(matrix) is not None
+    dR, dsquares = _device(R, squares)
+    dgradient = cupy.empty_like(dR)
+    objective = GpuKernels.sphere_product_gradient(matrix, dR, dsquares, 0.75, dgradient)
+    assert objective == pytest.approx(expected, rel=1e-12 if dtype == np.float64 else 1e-6)
+    _close(dgradient.get(), gradient.astype(np.float64), dtype)
+
+
+@gpu
+@pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("pairs", (0, 1, 4))
 @pytest.mark.parametrize("update", (False, True))
 def test_gpu_sphere_direction_matches_numpy(dtype, pairs, update):
