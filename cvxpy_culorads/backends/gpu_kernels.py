@@ -390,7 +390,8 @@ class GpuKernels(RowSpace):
     max_lbfgs_memory = (LBFGS_MAX_VECTORS - 1) // 2
     xp = cupy
 
-    def inner(self, x, y) -> float:
+    @staticmethod
+    def inner(x, y) -> float:
         """<x, y>, summed in float64 (synchronises): a float32 array's by :func:`wide_dot`, as cuBLAS would sum it in
         single precision."""
         return float(cupy.vdot(x, y)) if x.dtype == y.dtype == np.float64 else float(wide_dot(x, y))
@@ -529,7 +530,7 @@ class GpuKernels(RowSpace):
         product, then the rows' dots and the projection, in three passes as the unfused step does."""
         if row_split(matrix) is not None:
             CR = csr_matmul(matrix, R, cupy.empty_like(R) if product is None else product)
-            objective = float(cupy.vdot(R, CR)) if R.dtype == np.float64 else float(wide_dot(R, CR))
+            objective = GpuKernels.inner(R, CR)
             sphere_tangent(CR, R, squares, scale, gradient)
             return objective
         indptr, indices, ctype = _index_pair(matrix.indptr, matrix.indices)

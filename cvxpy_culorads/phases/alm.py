@@ -120,7 +120,11 @@ class LBFGS:
         self.pairs.clear()
 
     def push(self, s, y) -> None:
-        self.pairs.append(self.kernels.lbfgs_pair(s, y))
+        self._keep(self.kernels.lbfgs_pair(s, y))
+
+    def _keep(self, pair) -> None:
+        """Append the newest pair, dropping the oldest beyond ``memory``."""
+        self.pairs.append(pair)
         if len(self.pairs) > self.memory:
             self.pairs.pop(0)
 
@@ -135,9 +139,7 @@ class LBFGS:
         (X - R, G_X - G) within the direction's first pass instead of two passes of its own. The pairs of this form
         are plain (s, y) tuples: an L-BFGS uses this or :meth:`direction` with :meth:`push`, not both."""
         if previous is not None:
-            self.pairs.append(previous)
-            if len(self.pairs) > self.memory:
-                self.pairs.pop(0)
+            self._keep(previous)
         return self.kernels.lbfgs_sphere_direction(G, self.pairs, products, X, squares, update=previous is not None)
 
 
