@@ -140,6 +140,17 @@ def test_targets_take_their_tolerance_and_devices():
         suites.instances("targets", "G67,G68", "gpu")
 
 
+def test_paper_profile_runs_the_papers_phases_only():
+    """The paper's method has no interior-point finish: sparse MaxCut n = 2000, whose phases end short of tol under
+    the paper's settings, returns their point instead of waiting minutes for the interior-point method."""
+    suites = _load("suites")
+    (instance,) = suites.instances("sparse", "2000", "cpu")
+    problem, _ = instance.build()
+    result = solve(problem, device="cpu", **suites.settings_for(instance, "paper"))
+    assert result.iterations.get("interior_point", 0) == 0 and result.route.startswith("low-rank phases only")
+    assert result.iterations["alm"] >= 1
+
+
 def test_mittelmann_suite_lists_the_instances():
     suites = _load("suites")
     table = suites.datasets.MITTELMANN

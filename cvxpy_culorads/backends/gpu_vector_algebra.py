@@ -98,13 +98,12 @@ def _lbfgs_gram_pass(vectors, recurse: bool, coef, products, update_to=None):
     K, L, ftype = _checked_lbfgs_vectors(vectors)
     blocks = _reduce_grid(L)
     partial = cupy.empty(blocks * K * (K + 1) // 2)
+    # the kernel's modes (lbfgs.cu's LbfgsGramMode): write the Gram matrix, recurse, update the newest pair and recurse
+    mode = 2 if update_to is not None else int(recurse)
+    update = (vectors[-2], vectors[-1], update_to) if update_to is not None else (vectors[0],) * 3  # never touched
     tail = (np.int64(L), partial, _ticket(), coef, products)
-    if update_to is None:
-        kernel(f"lbfgs_gram_kernel<{K}, {'true' if recurse else 'false'}, {ftype}>")(
-            (blocks,), (REDUCE_THREADS,), _vector_args(vectors) + tail)
-    else:
-        kernel(f"lbfgs_update_gram_kernel<{K}, {ftype}>")(
-            (blocks,), (REDUCE_THREADS,), _vector_args(vectors) + (vectors[-2], vectors[-1], update_to) + tail)
+    kernel(f"lbfgs_gram_kernel<{K}, {mode}, {ftype}>")(
+        (blocks,), (REDUCE_THREADS,), _vector_args(vectors) + update + tail)
 
 
 def lbfgs_recursion(upper, count: int, products):

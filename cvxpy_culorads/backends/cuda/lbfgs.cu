@@ -53,15 +53,23 @@ __device__ __forceinline__ void lbfgs_gram_add(const double (&x)[K], double (&ac
         }
 }
 
+// What lbfgs_gram_kernel does after its Gram pass, and whether the pass first updates the newest pair
+enum LbfgsGramMode { LBFGS_WRITE_GRAM = 0, LBFGS_RECURSE = 1, LBFGS_UPDATE_RECURSE = 2 };
+
 // L-BFGS direction in the basis (G, s_0, y_0, s_1, y_1, ...) of K = 1 + 2 pairs vectors (oldest pair first): one
-// pass builds their Gram matrix and the last block runs ``lbfgs_recursion`` on it. Without RECURSE it writes the Gram
-// matrix's upper triangle, row by row, to coef[K (K + 1) / 2] instead (a shard's part of it, which the shards sum
-// before the recursion). The vectors are F (double, or float in mixed precision); the sums are double.
-template<int K, bool RECURSE, typename F>
+// pass builds their Gram matrix and the last block runs ``lbfgs_recursion`` on it (LBFGS_RECURSE). LBFGS_WRITE_GRAM
+// writes the Gram matrix's upper triangle, row by row, to coef[K (K + 1) / 2] instead (a shard's part of it, which the
+// shards sum before the recursion). LBFGS_UPDATE_RECURSE (the Riemannian step's fused direction,
+// CpuKernels.lbfgs_sphere_direction with update) first updates the newest pair in the same pass: its arrays
+// v[K-2] = s_new and v[K-1] = y_new still hold the previous point and gradient and become s = X - s_new and
+// y = v0 - y_new (X the current point, v0 = G its gradient), each difference taken in double and rounded once to F, as
+// scale_add rounds it, before the Gram matrix uses it; other modes never touch s_new, y_new, X. The vectors are F
+// (double, or float in mixed precision); the sums are double.
+template<int K, int MODE, typename F>
 __global__ void lbfgs_gram_kernel(const F* v0, const F* v1, const F* v2, const F* v3,
                                   const F* v4, const F* v5, const F* v6, const F* v7,
-                                  const F* v8, long long L, double* partial, unsigned* ticket,
-                                  double* coef, double* products) {
+                                  const F* v8, F* s_new, F* y_new, const F* __restrict__ X, long long L,
+                                  double* partial, unsigned* ticket, double* coef, double* products) {
     constexpr int P = K * (K + 1) / 2;
     const F* v[9] = {v0, v1, v2, v3, v4, v5, v6, v7, v8};
     double acc[P];
@@ -70,48 +78,27 @@ __global__ void lbfgs_gram_kernel(const F* v0, const F* v1, const F* v2, const F
     const long long stride = (long long)gridDim.x * blockDim.x;
     for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < L; i += stride) {
         double x[K];
+        if (MODE == LBFGS_UPDATE_RECURSE) {
 #pragma unroll
-        for (int a = 0; a < K; ++a) x[a] = (double)v[a][i];
+            for (int a = 0; a < K - 2; ++a) x[a] = (double)v[a][i];
+            const F s = (F)((double)X[i] - (double)s_new[i]);
+            const F y = (F)(x[0] - (double)y_new[i]);
+            s_new[i] = s;
+            y_new[i] = y;
+            x[K - 2] = (double)s;
+            x[K - 1] = (double)y;
+        } else {
+#pragma unroll
+            for (int a = 0; a < K; ++a) x[a] = (double)v[a][i];
+        }
         lbfgs_gram_add<K>(x, acc);
     }
     __shared__ double gram[P];
     if (!grid_sum<P>(acc, partial, ticket, gram) || threadIdx.x != 0) return;
-    if (!RECURSE) {
+    if (MODE == LBFGS_WRITE_GRAM) {
         for (int q = 0; q < P; ++q) coef[q] = gram[q];
         return;
     }
-    lbfgs_recursion<K>(gram, coef, products);
-}
-
-// lbfgs_gram_kernel with the recursion, the newest pair updated in the same pass (the Riemannian step's fused
-// direction, CpuKernels.lbfgs_sphere_direction with update): its arrays v[K-2], v[K-1] still hold the previous point
-// and gradient and become s = X - v[K-2] and y = v0 - v[K-1] (X the current point, v0 = G its gradient), each
-// difference taken in double and rounded once to F, as scale_add rounds it, before the Gram matrix uses it
-template<int K, typename F>
-__global__ void lbfgs_update_gram_kernel(const F* v0, const F* v1, const F* v2, const F* v3,
-                                         const F* v4, const F* v5, const F* v6, const F* v7,
-                                         const F* v8, F* s_new, F* y_new, const F* __restrict__ X, long long L,
-                                         double* partial, unsigned* ticket, double* coef, double* products) {
-    constexpr int P = K * (K + 1) / 2;
-    const F* v[9] = {v0, v1, v2, v3, v4, v5, v6, v7, v8};
-    double acc[P];
-#pragma unroll
-    for (int p = 0; p < P; ++p) acc[p] = 0.0;
-    const long long stride = (long long)gridDim.x * blockDim.x;
-    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < L; i += stride) {
-        double x[K];
-#pragma unroll
-        for (int a = 0; a < K - 2; ++a) x[a] = (double)v[a][i];
-        const F s = (F)((double)X[i] - (double)s_new[i]);
-        const F y = (F)(x[0] - (double)y_new[i]);
-        s_new[i] = s;
-        y_new[i] = y;
-        x[K - 2] = (double)s;
-        x[K - 1] = (double)y;
-        lbfgs_gram_add<K>(x, acc);
-    }
-    __shared__ double gram[P];
-    if (!grid_sum<P>(acc, partial, ticket, gram) || threadIdx.x != 0) return;
     lbfgs_recursion<K>(gram, coef, products);
 }
 
