@@ -119,3 +119,56 @@ def test_normal_preconditioner_inverts_maxcut_exactly(device):
     normal = op.adjoint_times(op.adjoint_data(op.constraints(op.sample(Z, F))), F, addend=Z, beta=1.0)
     assert np.allclose(backend.to_host(op.normal_preconditioner(F)(normal)), backend.to_host(Z), rtol=1e-12,
                        atol=1e-12)
+
+
+def _reference_parts(problem):
+    """Omega_A, A_fold and At_raw of a one-block problem built the plain way: NumPy's unique for the positions, a
+    binary search for each coordinate's, scipy's canonical CSR (its own sort) for the matrices."""
+    import scipy.sparse as sp
+    n = problem.block_sizes[0]
+    coeff = problem.A_coords[0]
+    keys = coeff.row * n + coeff.col
+    omega = np.unique(keys)
+    position = np.searchsorted(omega, keys)
+    fold = np.where(coeff.row == coeff.col, 1.0, 2.0)
+    A_fold = sp.csr_array((coeff.val * fold, (coeff.con, position)), shape=(problem.m, omega.size))
+    At_raw = sp.csr_array((coeff.val, (position, coeff.con)), shape=(omega.size, problem.m))
+    return omega, A_fold, At_raw
+
+
+def _shared_positions_problem(seed: int) -> SDPProblem:
+    """One block whose positions are touched by several constraints each, given in no particular order."""
+    rng = np.random.default_rng(seed)
+    n, m, entries = 9, 12, 150
+    rows, cols = rng.integers(0, n, entries), rng.integers(0, n, entries)
+    con = rng.integers(0, m, entries)
+    return SDPProblem(rng.standard_normal(m), [np.eye(n)], [(con, rows, cols, rng.standard_normal(entries))])
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("kind", ["shared positions", "completion"])
+def test_operator_parts_equal_the_plainly_built_ones(device, kind):
+    from cvxpy_culorads.models import completion_problem, random_low_rank_instance
+    if kind == "completion":  # one coordinate per constraint: the sorts are skipped
+        problem = completion_problem(*random_low_rank_instance(17, 13, 2, 120, seed=3)[:3], (17, 13))
+    else:  # ties: a position of several constraints, whose transpose must list them in order
+        problem = _shared_positions_problem(4)
+    backend = select_backend(device)
+    op = CompressedOperator(problem, backend)
+    omega, A_fold, At_raw = _reference_parts(problem)
+    n = problem.block_sizes[0]
+    np.testing.assert_array_equal(backend.to_host(op.rows) * n + backend.to_host(op.cols), omega)
+    for got, expected in ((op.A_fold, A_fold), (op.At_raw, At_raw)):
+        assert got.shape == expected.shape
+        for part in ("indptr", "indices", "data"):
+            np.testing.assert_array_equal(backend.to_host(getattr(got, part)), getattr(expected, part))
+
+
+def test_distinct_positions_match_numpys_unique():
+    from cvxpy_culorads.operators.compressed import distinct_positions
+    keys = np.random.default_rng(5).integers(0, 40, 300)
+    distinct, index, order = distinct_positions(np, keys)
+    expected, inverse = np.unique(keys, return_inverse=True)
+    np.testing.assert_array_equal(distinct, expected)
+    np.testing.assert_array_equal(index, inverse)
+    np.testing.assert_array_equal(order, np.argsort(keys, kind="stable"))

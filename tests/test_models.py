@@ -251,3 +251,42 @@ def test_completion_error_dense_and_factored():
     assert 1e-3 < dense < 0.1 and factored == pytest.approx(dense, rel=1e-6)
     with pytest.raises(ValueError, match="R must have n1 \\+ n2 = 70 rows"):
         completion_error(exact[:-1], n1, (P, Q))
+
+
+def test_completion_problem_keeps_the_observations_without_a_copy_of_its_own_arrays_and_none_of_the_callers():
+    rows, cols, values, _ = random_low_rank_instance(6, 5, 2, 12, seed=4)
+    problem = completion_problem(rows, cols, values, (6, 5))
+    coeff = problem.A_coords[0]
+    np.testing.assert_array_equal(coeff.con, np.arange(12))
+    np.testing.assert_array_equal(coeff.row, 6 + cols)
+    np.testing.assert_array_equal(coeff.col, rows)
+    assert not any(np.shares_memory(a, given) for a in coeff for given in (rows, cols, values))
+    rows[:], values[:] = 0, 9.0
+    np.testing.assert_array_equal(coeff.col, random_low_rank_instance(6, 5, 2, 12, seed=4)[0])
+    assert not np.any(problem.b == 9.0)
+
+
+def test_completion_problem_accepts_observations_in_any_order_and_rejects_non_integers():
+    rows, cols, values, _ = random_low_rank_instance(6, 5, 2, 12, seed=4)
+    shuffled = np.random.default_rng(0).permutation(12)
+    problem = completion_problem(rows[shuffled], cols[shuffled], values[shuffled], (6, 5))
+    np.testing.assert_array_equal(problem.b, values[shuffled])
+    np.testing.assert_array_equal(problem.A_coords[0].col, rows[shuffled])
+    with pytest.raises(ValueError, match="rows: 1.5 is not an integer"):
+        completion_problem([1.5], [0], [1.0], (3, 3))
+    with pytest.raises(ValueError, match="values: contains a value that is not finite"):
+        completion_problem([1], [0], [np.nan], (3, 3))
+
+
+def test_completion_optimum_matches_cvxpy():
+    """The least nuclear norm of a completion, from the SDP and from CVXPY's normNuc (Clarabel)."""
+    cp = pytest.importorskip("cvxpy")
+    from cvxpy_culorads import solve
+    n1, n2 = 9, 7
+    rows, cols, values, _ = random_low_rank_instance(n1, n2, 2, 40, seed=6)
+    result = solve(completion_problem(rows, cols, values, (n1, n2)), device="cpu", tol=1e-7)
+    Y = cp.Variable((n1, n2))
+    reference = cp.Problem(cp.Minimize(cp.normNuc(Y)), [Y[rows, cols] == values])
+    reference.solve(solver="CLARABEL")
+    assert result.status.value == "optimal"
+    assert result.primal_objective == pytest.approx(reference.value, rel=1e-5)

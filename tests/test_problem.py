@@ -43,6 +43,20 @@ def test_the_problem_keeps_its_own_copy_of_the_callers_arrays():
     np.testing.assert_array_equal(problem.A_coords[0].val, [1.0, 1.0, 1.0])
 
 
+def test_a_builder_hands_over_coordinates_in_the_stored_form_without_a_copy():
+    con, rows, cols, vals = np.arange(3), np.array([1, 2, 2]), np.array([0, 0, 1]), np.array([1.0, -2.0, 3.0])
+    problem = SDPProblem(np.ones(3), [np.eye(3)], [(con, rows, cols, vals)], copy=False)
+    assert all(np.shares_memory(kept, given) for kept, given in zip(problem.A_coords[0], (con, rows, cols, vals)))
+    # not in the stored form (upper triangle, a zero, a constraint with two coordinates): folded, filtered, summed
+    for A in [(con, cols, rows, vals), (con, rows, cols, np.array([1.0, 0.0, 3.0])),
+              (np.array([0, 0, 2]), rows, cols, vals)]:
+        b = np.where(np.isin(np.arange(3), A[0][A[3] != 0]), 1.0, 0.0)  # a constraint left empty asks for b_i = 0
+        problem = SDPProblem(b, [np.eye(3)], [A], copy=False)
+        reference = SDPProblem(b, [np.eye(3)], [A])
+        for i in range(3):
+            assert (problem.constraint_matrix(i, 0) != reference.constraint_matrix(i, 0)).nnz == 0
+
+
 def test_norms():
     p = SDPProblem([1.0, -3.0], [np.array([[1.0, -2.0], [-2.0, 0.5]])], [([0, 1], [0, 1], [0, 1], [1.0, 1.0])],
                    c_lp=[4.0], A_lp=sp.csr_array(np.array([[1.0], [0.0]])))

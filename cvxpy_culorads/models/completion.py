@@ -12,8 +12,9 @@ import numpy as np
 import scipy.sparse as sp
 
 from cvxpy_culorads.backends.cpu_kernels import CpuKernels
+from cvxpy_culorads.hostpasses import strictly_increasing
 from cvxpy_culorads.operators.compressed import sorted_unique
-from cvxpy_culorads.problem.sdp import SDPProblem
+from cvxpy_culorads.problem.sdp import SDPProblem, _as_index_array, _as_real_array
 
 __all__ = ["completion_problem", "random_low_rank_instance", "completion_error"]
 
@@ -31,26 +32,26 @@ def completion_problem(rows, cols, values, shape: tuple[int, int], name: str = "
     n1, n2 = (int(d) for d in shape)
     if n1 < 1 or n2 < 1:
         raise ValueError(f"shape must be two positive sizes, got {shape}")
-    rows = np.asarray(rows, dtype=np.int64).ravel()
-    cols = np.asarray(cols, dtype=np.int64).ravel()
-    values = np.asarray(values, dtype=np.float64).ravel()
+    rows, cols = _as_index_array(rows, "rows").ravel(), _as_index_array(cols, "cols").ravel()
+    values = _as_real_array(values, "values").ravel()
     if not rows.size == cols.size == values.size:
         raise ValueError(f"rows, cols and values have {rows.size}, {cols.size} and {values.size} entries")
-    outside = (rows < 0) | (rows >= n1) | (cols < 0) | (cols >= n2)
-    if outside.any():
-        e = int(np.argmax(outside))
+    if rows.size and (rows.min() < 0 or rows.max() >= n1 or cols.min() < 0 or cols.max() >= n2):
+        e = int(np.argmax((rows < 0) | (rows >= n1) | (cols < 0) | (cols >= n2)))
         raise ValueError(f"observation {e} at ({rows[e]}, {cols[e]}) lies outside the {n1} x {n2} matrix")
     keys = rows * n2 + cols
-    if not np.all(keys[1:] > keys[:-1]):  # entries in row-major order (as sampled here) need no sort
+    if not strictly_increasing(keys):  # entries in row-major order (as sampled here) are distinct without a sort
         keys = np.sort(keys)
-    repeated = np.flatnonzero(keys[1:] == keys[:-1])
-    if repeated.size:
-        key = int(keys[repeated[0]])
-        raise ValueError(f"entry ({key // n2}, {key % n2}) is observed more than once")
-    n = n1 + n2
-    observations = np.arange(values.size)
-    C = sp.diags_array(np.full(n, 0.5))
-    return SDPProblem(values, [C], [(observations, n1 + cols, rows, np.full(values.size, 0.5))], name=name)
+        repeated = np.flatnonzero(keys[1:] == keys[:-1])
+        if repeated.size:
+            key = int(keys[repeated[0]])
+            raise ValueError(f"entry ({key // n2}, {key % n2}) is observed more than once")
+    del keys
+    # coordinates made here, in the problem's stored form (lower triangle, one per constraint, in order): handed
+    # over without a copy or a sort of the m entries
+    C = sp.diags_array(np.full(n1 + n2, 0.5))
+    A = (np.arange(values.size), n1 + cols, rows.copy(), np.full(values.size, 0.5))
+    return SDPProblem(values, [C], [A], name=name, copy=False)
 
 
 def _observed_entries(P: np.ndarray, Q: np.ndarray, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:

@@ -45,8 +45,9 @@ from cvxpy_culorads.backends.backend import kernels_for
 from cvxpy_culorads.hostpasses import extremes, map_chunks, strictly_increasing
 from cvxpy_culorads.phases.state import initial_rows, widen_factor
 
-__all__ = ["CompressedOperator", "BlockLayout", "FactoredTerms", "LowRankUpdate", "coordinate_csr", "gershgorin_radii",
-           "index_type_for", "prepare_products", "sorted_unique", "symmetric_times"]
+__all__ = ["CompressedOperator", "BlockLayout", "FactoredTerms", "LowRankUpdate", "coordinate_csr",
+           "distinct_positions", "gershgorin_radii", "index_type_for", "prepare_products", "sorted_unique",
+           "symmetric_times"]
 
 DENSE_FACTOR_FILL = 0.25  # a factor of low-rank terms at least this full is kept dense (BLAS products)
 
@@ -119,15 +120,33 @@ def coordinate_csr(backend, rows, cols, vals, shape, index_dtype):
     """A CSR matrix of the backend from unique coordinates (in any order), each row's entries by column."""
     xp = backend.xp
     # 64-bit keys (n^2 overflows int32), unique, so any sort gives the same order; NumPy's stable one (timsort) is
-    # the fastest where keys come in sorted runs, as a row-major lower triangle does (CuPy's sorts are all stable)
-    order = xp.argsort(rows.astype(np.int64) * shape[1] + cols, kind="stable")
-    cols, vals = cols[order], vals[order]
+    # the fastest where keys come in sorted runs, as a row-major lower triangle does (CuPy's sorts are all stable).
+    # Coordinates given in that order already (one entry per constraint, or permuted by ``distinct_positions``) skip
+    # the sort: one pass instead of a sort and two gathers
+    keys = rows.astype(np.int64) * shape[1] + cols
+    if not bool(xp.all(keys[1:] > keys[:-1])):
+        order = xp.argsort(keys, kind="stable")
+        cols, vals = cols[order], vals[order]
+    del keys
     counts = xp.bincount(rows, minlength=shape[0]) if rows.size else xp.zeros(shape[0], np.int64)
     indptr = xp.concatenate([xp.zeros(1, counts.dtype), xp.cumsum(counts)])
     if max(shape[1], int(indptr[-1])) >= np.iinfo(np.int32).max and not backend.wide_sparse_indices:
         raise ValueError(f"a sparse operator of shape {shape} with {int(indptr[-1])} nonzeros needs 64-bit "
                          f"indices, which the {backend.name} backend's sparse module does not support")
     return backend.sparse.csr_matrix((vals, cols.astype(index_dtype), indptr.astype(index_dtype)), shape=shape)
+
+
+def distinct_positions(xp, keys):
+    """(the distinct values of ``keys`` in increasing order, the index in them of each key, the stable order that
+    sorts ``keys``), by one sort: a binary search of every key in the distinct values reads them at random, most of a
+    CPU build's time (decision record "completion-setup")."""
+    order = xp.argsort(keys, kind="stable")
+    ordered = keys[order]
+    first = xp.ones(keys.size, dtype=bool)
+    first[1:] = ordered[1:] != ordered[:-1]
+    index = xp.empty(keys.size, dtype=np.int64)
+    index[order] = xp.cumsum(first) - 1
+    return ordered[first], index, order
 
 
 def sorted_unique(xp, keys):
@@ -336,14 +355,14 @@ class CompressedOperator:
         if rescale:
             squares = constraint_squares(a_cons, a_rows, a_cols, a_vals, self.m)
             self.row_scale = median_row_norm(squares + _term_squares(*constraint_terms, term_con, term_weights, self.m))
-            a_vals = a_vals / self.row_scale
-            term_weights = term_weights / self.row_scale
 
-        # The sorting and indexing below run on the backend (on the GPU for large problems); the
+        # The scaling, sorting and indexing below run on the backend (on the GPU for large problems); the
         # coordinates are unique per position already (SDPProblem sums duplicates, blocks are disjoint).
         xp = backend.xp
         c_rows, c_cols, c_vals, a_cons, a_rows, a_cols, a_vals = (
             xp.asarray(v) for v in (c_rows, c_cols, c_vals, a_cons, a_rows, a_cols, a_vals))
+        if rescale:
+            a_vals, term_weights = a_vals / self.row_scale, term_weights / self.row_scale
         key = lambda r, c: r * n_rows + c  # noqa: E731  (a position's sort key, row-major)
         idx = index_type_for(max(n_rows, 2 * c_vals.size, 2 * a_vals.size))  # symmetric patterns
         self.C = _symmetric_csr(backend, c_rows, c_cols, c_vals, n_rows, idx)
@@ -354,11 +373,9 @@ class CompressedOperator:
         self.constraint_terms = FactoredTerms.of(backend, *constraint_terms, n_rows)
 
         # Omega_A, the positions some A_i touches: the only place where sym(U V') is ever sampled.
-        a_keys = key(a_rows, a_cols)
-        omega = sorted_unique(xp, a_keys)
-        a_pos = xp.searchsorted(omega, a_keys)
+        omega, a_pos, by_position = distinct_positions(xp, key(a_rows, a_cols))
         self.rows, self.cols = (omega // n_rows).astype(idx), (omega % n_rows).astype(idx)
-        del a_keys, a_rows, a_cols, omega
+        del a_rows, a_cols, omega
         fold = xp.where(self.rows == self.cols, 1.0, 2.0)
         # the sampled vector: the positions of Omega_A, then one entry per low-rank constraint column
         self.positions = self.rows.size
@@ -367,9 +384,12 @@ class CompressedOperator:
         term_pos = self.positions + xp.arange(term_count)
         self.A_fold = coordinate_csr(backend, xp.concatenate([a_cons, term_con]), xp.concatenate([a_pos, term_pos]),
                            xp.concatenate([a_vals * fold[a_pos], term_weights]), (self.m, sampled), idx)
-        self.At_raw = coordinate_csr(backend, xp.concatenate([a_pos, term_pos]), xp.concatenate([a_cons, term_con]),
-                           xp.concatenate([a_vals, term_weights]), (sampled, self.m), idx)
-        del a_cons, a_pos, a_vals, fold
+        # in the order that sorts the positions, ties in the problem's order (by constraint within a block): the
+        # transpose's order, which coordinate_csr then need not sort again
+        self.At_raw = coordinate_csr(backend, xp.concatenate([a_pos[by_position], term_pos]),
+                                     xp.concatenate([a_cons[by_position], term_con]),
+                                     xp.concatenate([a_vals[by_position], term_weights]), (sampled, self.m), idx)
+        del a_cons, a_pos, a_vals, fold, by_position
         # w_p = sum_i A_fold[i, p]^2 per position, for phase II's preconditioner when every A_i is diagonal
         self.diagonal_weights = (xp.bincount(self.A_fold.indices, weights=self.A_fold.data ** 2,
                                              minlength=self.positions)

@@ -23,7 +23,7 @@ from typing import NamedTuple
 import numpy as np
 import scipy.sparse as sp
 
-from cvxpy_culorads.hostpasses import abs_max, abs_sum, map_chunks, squares_sum
+from cvxpy_culorads.hostpasses import abs_max, abs_sum, holds_anywhere, map_chunks, squares_sum, strictly_increasing
 from cvxpy_culorads.problem.lowrank import LowRank, SparsePlusLowRank
 
 __all__ = ["SDPProblem", "BlockCoefficients", "LowRankCoefficients", "lower_coordinates", "sum_duplicates"]
@@ -148,14 +148,23 @@ def lower_coordinates(rows, cols, vals, what: str, n: int):
         raise ValueError(f"{what}: row, col and val must have the same length")
     if rows.size and (rows.min() < 0 or cols.min() < 0 or rows.max() >= n or cols.max() >= n):
         raise ValueError(f"{what}: an index lies outside the block of size {n}")
+    if not holds_anywhere(lambda s: rows[s] < cols[s], rows.size):
+        return rows, cols, vals  # in the lower triangle already (large builders give them so): no new arrays
     return np.maximum(rows, cols), np.minimum(rows, cols), vals
+
+
+def _without_zeros(*columns: np.ndarray, vals: np.ndarray, copy: bool = True):
+    """The coordinates whose value is not zero, in new arrays (the arrays themselves when none is and not ``copy``)."""
+    if not holds_anywhere(lambda s: vals[s] == 0.0, vals.size):
+        return tuple(c.copy() for c in columns + (vals,)) if copy else columns + (vals,)
+    keep = vals != 0.0
+    return tuple(c[keep] for c in columns) + (vals[keep],)
 
 
 def sum_duplicates(keys: np.ndarray, *columns: np.ndarray, vals: np.ndarray):
     """Sort by ``keys``, sum values of equal keys and drop exact zeros."""
     if keys.size and np.all(keys[1:] > keys[:-1]):  # already sorted and unique (builders that scale)
-        keep = vals != 0.0
-        return tuple(c[keep] for c in columns) + (vals[keep],)
+        return _without_zeros(*columns, vals=vals)
     order = np.argsort(keys, kind="stable")
     keys = keys[order]
     first = np.ones(keys.size, dtype=bool)
@@ -204,6 +213,7 @@ class SDPProblem:
     - ``A_low_rank``: low-rank constraint terms, an iterable of ``(i, k, LowRank(U, d))``: A_ik gains U diag(d) U'
       (several terms on one (i, k) add), optional.
     - ``name``: a label used in logs.
+    - ``copy``: False for a builder that hands over the coordinate arrays of ``A`` (see below).
 
     A C_k may also be a :class:`~cvxpy_culorads.LowRank` term or a matrix plus one (``C + LowRank(U, d)``): the
     terms stay factored (theta's objective -J = -1 1' costs n numbers, not n^2).
@@ -212,6 +222,11 @@ class SDPProblem:
     raise ``ValueError`` rather than losing their imaginary part. Indices and block sizes must be integers;
     integral floats such as ``3.0`` are accepted (readers and arithmetic produce them), fractional floats,
     booleans and strings are not. Errors name the block or argument at fault.
+
+    The problem keeps its own copy of the data. A builder that hands over constraint coordinates it made for the
+    problem passes ``copy=False``: where they are in the stored form already (int64 indices of the lower triangle, one
+    coordinate per constraint in increasing order, no zero value: completion's observations), they are checked and
+    kept as they are, neither sorted nor copied.
 
     Small problems can be built from lists of matrices with :meth:`from_matrices`.
     """
@@ -226,6 +241,8 @@ class SDPProblem:
         A_lp=None,
         name: str = "sdp",
         A_low_rank=None,
+        *,
+        copy: bool = True,
     ):
         self.name = str(name)
         self.b = _as_real_array(b, "b").ravel().copy()
@@ -253,7 +270,7 @@ class SDPProblem:
         self.A_coords: list[BlockCoefficients] = []
         for k, (Ck, Ak, n) in enumerate(zip(C, A, self.block_sizes)):
             self.C_coords.append(self._objective_block(Ck, n, k))
-            self.A_coords.append(self._constraint_block(Ak, n, m, k))
+            self.A_coords.append(self._constraint_block(Ak, n, m, k, copy))
         self.C_low_rank: list[LowRank | None] = [
             None if t is None else _checked_term(t, n, f"C of PSD block {k}") for k, (t, n) in
             enumerate(zip(C_terms, self.block_sizes))]
@@ -298,7 +315,7 @@ class SDPProblem:
         return sum_duplicates(keys, rows, cols, vals=vals)
 
     @staticmethod
-    def _constraint_block(Ak, n: int, m: int, k: int) -> BlockCoefficients:
+    def _constraint_block(Ak, n: int, m: int, k: int, copy: bool) -> BlockCoefficients:
         what = f"A of PSD block {k}"
         if Ak is None:
             z = np.zeros(0, np.int64)
@@ -314,6 +331,8 @@ class SDPProblem:
         if con.size and (con.min() < 0 or con.max() >= m):
             bad = int(con[(con < 0) | (con >= m)][0])
             raise ValueError(f"{what}: constraint index {bad} is outside 0..{m - 1}")
+        if strictly_increasing(con):  # one coordinate per constraint (observations, diagonals): sorted and distinct
+            return BlockCoefficients(*_without_zeros(con, row, col, vals=val, copy=copy))
         con, row, col, val = sum_duplicates(_entry_keys(con, row, col, n, m), con, row, col, vals=val)
         return BlockCoefficients(con, row, col, val)
 
@@ -345,7 +364,8 @@ class SDPProblem:
             touched[coeff.con] = True
         for terms in self.A_low_rank:
             touched[terms.con] = True
-        touched[np.flatnonzero(np.diff(sp.csc_array(self.A_lp.T).indptr))] = True
+        if self.A_lp.nnz:
+            touched[np.flatnonzero(np.diff(sp.csc_array(self.A_lp.T).indptr))] = True
         empty = np.flatnonzero(~touched & (self.b != 0))
         if empty.size:
             raise ValueError(f"constraint {int(empty[0])} has no coefficients but b = {self.b[empty[0]]}: "

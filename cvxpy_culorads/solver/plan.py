@@ -83,7 +83,7 @@ def plan(problem, settings: Settings, warm_start: WarmStart | None = None, tunin
     else:
         # a constraint a tr X = b is kept exact by phase I (``phases/alm.py``); not on split rows, whose kernel set
         # has no sphere line search (the plain ALM treats it as any other constraint)
-        trace_sphere = FixedTrace.of(problem) if structured and not split else None
+        trace_sphere = FixedTrace.of(problem) if structured and not split and _may_fix_trace(problem, layout) else None
         phases = LowRankPhases.ALM_ADMM if trace_sphere is None else LowRankPhases.TRACE_SPHERE
         reasons.append("phase I on the trace sphere: one block with a trace constraint"
                        if trace_sphere is not None else
@@ -108,6 +108,14 @@ def plan(problem, settings: Settings, warm_start: WarmStart | None = None, tunin
                 trace_sphere=trace_sphere, initial_ranks=tuple(initial), max_ranks=tuple(max_ranks),
                 cost_ranks=tuple(cost_ranks), device_costs=device_costs, interior_point_allowed=interior_point_allowed,
                 reasons=tuple(reasons), warm_start=warm_start, tuning=tuning, split_refused=split_refused)
+
+
+def _may_fix_trace(problem, layout: BlockLayout) -> bool:
+    """Whether a constraint may be a trace constraint (``FixedTrace``): not where the only block, of order n > 1, has
+    one coordinate per constraint (completion's observations), as a trace constraint has n; the layout knows without
+    FixedTrace's passes over the coordinates."""
+    return not (problem.num_blocks == 1 and layout.sizes[0] > 1
+                and layout.constraints_touching[0] == problem.A_coords[0].con.size)
 
 
 def split_refusal(problem, settings: Settings) -> str | None:
