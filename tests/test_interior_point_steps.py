@@ -59,6 +59,7 @@ def test_the_estimated_distance_is_the_exact_one_and_never_past_the_boundary(cas
     counts = (3, 2, 1, 2)
     bounds = _StepBounds([_Stack(k, n) for k, n in zip(counts, ORDERS)], CpuBackend())
     assert bounds.exact == [True, False, False, False] and bounds.steps == interior_point.LANCZOS_STEPS
+    assert len(bounds.groups) == 1  # orders 40, 97 padded to 150 in one product
     X = [_positive_definite(k, n, rng, 1e-7 if case == "nearly singular X" else 0.1) for k, n in zip(counts, ORDERS)]
     S = [_positive_definite(k, n, rng) for k, n in zip(counts, ORDERS)]
     if case == "positive semidefinite":  # dX = G G' of rank 2: X + alpha dX stays definite for every alpha
@@ -80,11 +81,13 @@ def test_the_estimated_distance_is_the_exact_one_and_never_past_the_boundary(cas
 
 
 def test_each_congruence_is_estimated_alone_in_the_padded_batch(lanczos_above_32):
-    # the stacks run Lanczos together, padded to the largest order: the distance limited by one member of one stack
-    # is found there, and a stack whose direction is zero (a Lanczos breakdown at once) limits nothing
+    # the stacks run Lanczos together, vectors padded to the largest order, in two products (padding 40 to 150 would
+    # more than double the entries): the distance limited by one member of one stack is found there, and a stack whose
+    # direction is zero (a Lanczos breakdown at once) limits nothing
     rng = np.random.default_rng(5)
     orders, counts = (40, 150), (2, 1)
     bounds = _StepBounds([_Stack(k, n) for k, n in zip(counts, orders)], CpuBackend())
+    assert [n for _, n, _ in bounds.groups] == [150, 40]
     X = [_positive_definite(k, n, rng) for k, n in zip(counts, orders)]
     S = [_positive_definite(k, n, rng) for k, n in zip(counts, orders)]
     dX = [np.zeros((2, 40, 40)), _symmetric(1, 150, rng)]
@@ -140,3 +143,9 @@ def test_a_step_past_the_boundary_is_caught_and_taken_from_exact_eigenvalues(lan
     result = solve(read_sdpa(data_file("sdplib", "theta1.dat-s")), device="cpu", algorithm="interior_point")
     assert fallbacks and result.status is Status.OPTIMAL, result.summary()
     assert -result.primal_objective == pytest.approx(sdplib_optimum("theta1"), rel=1e-6)
+
+
+def test_without_matrices_only_the_lp_part_limits_the_distance():
+    bounds = _StepBounds([], CpuBackend())
+    lp = ((np.array([1.0, 2.0]), np.array([-4.0, 1.0])), (np.ones(2), np.ones(2)))
+    assert bounds.distances(([], []), ([], []), lp) == (0.25, math.inf)

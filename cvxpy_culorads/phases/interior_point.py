@@ -7,11 +7,12 @@ every PSD block is small enough to hold densely and the m x m Schur complement f
 certified to this method (``Settings.lorads.interior_point_handover``). It is the infeasible-start primal-dual
 method with the HKM direction and Mehrotra's predictor-corrector, as in SDPT3 and SDPA, written
 against the array namespace so it runs on either backend (the solve's, or the host's when every block is tiny:
-:func:`interior_point_backend`): per iteration one m x m Cholesky factorisation, and per block an inverse, a
-Cholesky factorisation and an eigenvalue problem of order n_k. Blocks of equal order are held stacked, as one
-(k, n, n) array (:class:`_Stack`), so that their products, their constraint operators and (for small orders) their
-decompositions are one batched call per order rather than one per block (quantum-chemistry problems have 22 blocks of
-8 orders; on a GPU each call is launches and a synchronisation).
+:func:`interior_point_backend`): per iteration one m x m Cholesky factorisation, and per block inverses and a Cholesky
+factorisation of order n_k and, for the step lengths, the smallest eigenvalues of two congruences of order n_k (exact
+for small orders, Lanczos estimates checked by the next factorisation above: :class:`_StepBounds`). Blocks of equal
+order are held stacked, as one (k, n, n) array (:class:`_Stack`), so that their products, their constraint operators
+and (for small orders) their decompositions are one batched call per order rather than one per block
+(quantum-chemistry problems have 22 blocks of 8 orders; on a GPU each call is launches and a synchronisation).
 The Schur complement M_ij = sum_k <A_ik, X_k A_jk S_k^-1> is formed per block either over the positions the
 constraints touch (|Omega_k|^2 gathered products, in bands: few positions, e.g. the theta problems) or by GEMMs with
 dense copies of the constraint matrices (4 m_k n_k^3 flops: few dense constraints, e.g. arch*), whichever is cheaper
@@ -78,6 +79,10 @@ BATCHED_EIGEN_ORDER = 32
 EXACT_STEP_ORDER_HOST = 100
 LANCZOS_STEPS = 30
 LANCZOS_BREAKDOWN = 1e-12
+# Stacks of different orders share one Lanczos product per step, padded with zeros to the largest of them, while the
+# padded entries stay within this factor of their own: fewer launches per step for a bounded copy (NH2's orders 35 to
+# 490 make three such groups)
+LANCZOS_PADDING = 2.0
 
 
 class _Block:
@@ -649,9 +654,9 @@ def _smallest_eigenvalues(stack, xp, batched_order: int):
 
 
 def _boundary_distance(smallest: float, lp_ratio: float) -> float:
-    """The largest step along a direction from the smallest eigenvalue of the congruences (:func:`_congruence`) and
-    the LP part's smallest ratio; 0 where either is not finite (rounding has cost definiteness)."""
-    if not (math.isfinite(smallest) and not math.isnan(lp_ratio)):
+    """The largest step along a direction from the smallest eigenvalue of the congruences (:func:`_congruence`, inf
+    where there are none) and the LP part's smallest ratio; 0 where either is NaN (rounding has cost definiteness)."""
+    if math.isnan(smallest) or math.isnan(lp_ratio):
         return 0.0
     return min(math.inf if smallest >= 0 else -1.0 / smallest, lp_ratio)
 
@@ -677,29 +682,41 @@ class _StepBounds:
     """The distances to the boundary of the primal and the dual cone along a direction, for all stacks at once with one
     transfer to the host: per stack the smallest eigenvalue of the congruences L^-1 dX L^-T (:func:`_congruence`) of
     its members on both sides, exactly (eigvalsh) up to ``exact_order``, else estimated by ``LANCZOS_STEPS`` steps of
-    Lanczos run on all the larger stacks together (their vectors padded to the largest order, one batched product
-    per stack and step, no host synchronisation) and lowered by the residual bound as in SDPT3's steplength. An
-    estimate may still overshoot: the step it allows is checked by factorising the moved iterates
+    Lanczos run on all the larger stacks together (no host synchronisation; stacks of near orders padded into one
+    product per step, ``LANCZOS_PADDING``) and lowered by the residual bound as in SDPT3's steplength. An estimate
+    may still overshoot: the step it allows is checked by factorising the moved iterates
     (``InteriorPointPhase._take_step``)."""
 
     def __init__(self, stacks, backend):
         self.xp, self.to_host = backend.xp, backend.to_host
         exact_order = EXACT_STEP_ORDER_HOST if backend.on_host else BATCHED_EIGEN_ORDER
         self.exact = [stack.n <= exact_order for stack in stacks]
-        counts = [len(stack.blocks) for stack in stacks]
+        # the Lanczos stacks by decreasing order, grouped into padded products: (first row, order, [(stack, row)])
+        large = sorted((i for i, exact in enumerate(self.exact) if not exact), key=lambda i: -stacks[i].n)
+        self.groups, rows, padded, own = [], 0, 0, 0
+        for i in large:
+            k, n = 2 * len(stacks[i].blocks), stacks[i].n
+            if self.groups and (padded + k * self.groups[-1][1] ** 2) <= LANCZOS_PADDING * (own + k * n * n):
+                padded, own = padded + k * self.groups[-1][1] ** 2, own + k * n * n
+            else:
+                self.groups.append((rows, n, []))
+                padded = own = k * n * n
+            self.groups[-1][2].append((i, rows))
+            rows += k
+        self.first_rows = [first for first, _, _ in self.groups] + [rows]
         # the side of each congruence (0: primal, 1: dual) in the order they reach the host: exact ones, then Lanczos
-        sides = [np.repeat([0, 1], k) for k in counts]
+        sides = [np.repeat([0, 1], len(stack.blocks)) for stack in stacks]
         self.sides = np.concatenate([side for side, exact in zip(sides, self.exact) if exact]
-                                    + [side for side, exact in zip(sides, self.exact) if not exact] + [np.zeros(0)])
-        large = [(2 * k, stack.n) for stack, k, exact in zip(stacks, counts, self.exact) if not exact]
-        self.first_rows = np.cumsum([0] + [rows for rows, _ in large]).tolist()
-        width = max((n for _, n in large), default=0)
+                                    + [sides[i] for i in large] + [np.zeros(0)])
+        width = stacks[large[0]].n if large else 0
         self.steps = min(LANCZOS_STEPS, width)
         # a fixed random start per congruence: a start orthogonal to the wanted eigenvector has probability 0
-        start = np.zeros((self.first_rows[-1], width))
+        start = np.zeros((rows, width))
         rng = np.random.default_rng(0)
-        for (rows, n), first in zip(large, self.first_rows):
-            start[first:first + rows, :n] = rng.standard_normal((rows, n))
+        for _, _, members in self.groups:
+            for i, row in members:
+                start[row:row + 2 * len(stacks[i].blocks), :stacks[i].n] = rng.standard_normal(
+                    (2 * len(stacks[i].blocks), stacks[i].n))
         start /= np.maximum(np.linalg.norm(start, axis=1, keepdims=True), 1e-300)
         self.start = self.xp.asarray(start)
 
@@ -707,31 +724,38 @@ class _StepBounds:
         """(primal, dual) distances: ``factors`` the inverse Cholesky factors of the stacks of X and of S,
         ``directions`` the stacks of dX and dS, ``lp_parts`` ((x, dx), (s, ds))."""
         xp = self.xp
-        minima, products = [], []
-        for exact, L_x, L_s, d_x, d_s in zip(self.exact, *factors, *directions):
-            congruences = xp.concatenate([_congruence(L_x, d_x), _congruence(L_s, d_s)])
-            if exact:
-                minima.append(_smallest_eigenvalues(congruences, xp, congruences.shape[-1]))
-            else:
-                products.append(congruences)
+        congruences = [xp.concatenate([_congruence(L_x, d_x), _congruence(L_s, d_s)])
+                       for L_x, L_s, d_x, d_s in zip(*factors, *directions)]
+        minima = [_smallest_eigenvalues(C, xp, C.shape[-1]) for C, exact in zip(congruences, self.exact) if exact]
         parts = minima + [_lp_ratio(v, dv, xp) for v, dv in lp_parts]
-        if products:
+        if self.groups:
+            products = [self._padded([congruences[i] for i, _ in members], [row - first for _, row in members], n)
+                        for first, n, members in self.groups]
             parts += [values.ravel() for values in _lanczos(products, self.first_rows, self.start, self.steps, xp)]
-        values = self.to_host(xp.concatenate(parts)) if parts else np.zeros(0)
+        values = self.to_host(xp.concatenate(parts))
         exact_count = sum(minimum.size for minimum in minima)
         smallest = values[:exact_count]
         lp_ratios = values[exact_count:exact_count + 2]
-        if products:
+        if self.groups:
             alphas, betas = values[exact_count + 2:].reshape(2, -1, self.steps)
             smallest = np.concatenate([smallest, _ritz_lower_estimates(alphas, betas)])
         return tuple(_boundary_distance(smallest[self.sides == side].min(initial=math.inf), lp_ratios[side])
                      for side in (0, 1))
 
+    def _padded(self, stacks, rows, n):
+        """The stacks (of orders up to ``n``) as one (rows, n, n) array, each from its row on, padded with zeros."""
+        if len(stacks) == 1:
+            return stacks[0]  # the group's largest order is its first
+        out = self.xp.zeros((rows[-1] + stacks[-1].shape[0], n, n))
+        for stack, row in zip(stacks, rows):
+            out[row:row + stack.shape[0], :stack.shape[-1], :stack.shape[-1]] = stack
+        return out
+
 
 def _lanczos(products, first_rows, start, steps: int, xp):
     """(alphas, betas), each (rows, steps): the tridiagonal matrices of ``steps`` Lanczos steps on each matrix of the
-    symmetric stacks ``products``, whose vectors are the rows of ``start`` (row ``first_rows[i]`` on of stack i,
-    padded with zeros to the largest order). Each step is reorthogonalised against the whole basis twice (classical
+    symmetric stacks ``products``, from the rows of ``start`` (those of stack i from row ``first_rows[i]`` on, padded
+    with zeros to the largest order). Each step is reorthogonalised against the whole basis twice (classical
     Gram-Schmidt): the Ritz values then stay within B's spectrum. A step that finds an invariant subspace continues
     with zero vectors, which add Ritz values 0 (harmless: only a negative smallest eigenvalue limits a step)."""
     rows, width = start.shape
