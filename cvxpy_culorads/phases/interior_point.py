@@ -7,11 +7,12 @@ every PSD block is small enough to hold densely and the m x m Schur complement f
 certified to this method (``Settings.lorads.interior_point_handover``). It is the infeasible-start primal-dual
 method with the HKM direction and Mehrotra's predictor-corrector, as in SDPT3 and SDPA, written
 against the array namespace so it runs on either backend (the solve's, or the host's when every block is tiny:
-:func:`interior_point_backend`): per iteration one m x m Cholesky factorisation, and per block an inverse, a
-Cholesky factorisation and an eigenvalue problem of order n_k. Blocks of equal order are held stacked, as one
-(k, n, n) array (:class:`_Stack`), so that their products, their constraint operators and (for small orders) their
-decompositions are one batched call per order rather than one per block (quantum-chemistry problems have 22 blocks of
-8 orders; on a GPU each call is launches and a synchronisation).
+:func:`interior_point_backend`): per iteration one m x m Cholesky factorisation, and per block inverses and a Cholesky
+factorisation of order n_k and, for the step lengths, the smallest eigenvalues of two congruences of order n_k (exact
+for small orders, Lanczos estimates checked by the next factorisation above: :class:`_StepBounds`). Blocks of equal
+order are held stacked, as one (k, n, n) array (:class:`_Stack`), so that their products, their constraint operators
+and (for small orders) their decompositions are one batched call per order rather than one per block
+(quantum-chemistry problems have 22 blocks of 8 orders; on a GPU each call is launches and a synchronisation).
 The Schur complement M_ij = sum_k <A_ik, X_k A_jk S_k^-1> is formed per block either over the positions the
 constraints touch (|Omega_k|^2 gathered products, in bands: few positions, e.g. the theta problems) or by GEMMs with
 dense copies of the constraint matrices (4 m_k n_k^3 flops: few dense constraints, e.g. arch*), whichever is cheaper
@@ -69,6 +70,19 @@ FACTOR_CUTOFF = 1e-13  # eigenvalues of X_k below this share of the largest are 
 # either way.
 BATCHED_FACTOR_ORDER = 256
 BATCHED_EIGEN_ORDER = 32
+# Step lengths: the smallest eigenvalue of each congruence L^-1 dX L^-T (``_StepBounds``) is exact up to an order
+# (on the device BATCHED_EIGEN_ORDER, what cuSOLVER's batched Jacobi solver takes: above it one launch-bound call per
+# matrix; on the host EXACT_STEP_ORDER_HOST, below which LAPACK's eigvalsh costs less than the Lanczos steps' NumPy
+# calls, decision record "interior-point-stacks") and above it estimated by LANCZOS_STEPS Lanczos steps (as SDPT3's
+# steplength for orders up to 900); a step whose new vector is shorter than LANCZOS_BREAKDOWN times the matrix's
+# norm has found an invariant subspace.
+EXACT_STEP_ORDER_HOST = 100
+LANCZOS_STEPS = 30
+LANCZOS_BREAKDOWN = 1e-12
+# Stacks of different orders share one Lanczos product per step, padded with zeros to the largest of them, while the
+# padded entries stay within this factor of their own: fewer launches per step for a bounded copy (NH2's orders 35 to
+# 490 make three such groups)
+LANCZOS_PADDING = 2.0
 
 
 class _Block:
@@ -284,6 +298,8 @@ class InteriorPointPhase:
         self.best = None  # (worst error estimate, X blocks, x, y)
         self.best_iteration = 0
         self.X, self.S, self.x, self.s, self.y = self._starting_point(problem)
+        self.bounds = _StepBounds(self.stacks, backend)
+        self.cholesky = None  # the Cholesky factors of the stacks of X and S, once a step has checked them
 
     # ------------------------------------------------------------------ set-up
     def _starting_point(self, problem):
@@ -335,26 +351,21 @@ class InteriorPointPhase:
         return time.perf_counter() > self.deadline
 
     def _iterations(self):
-        xp = self.xp
         nu = sum(block.n for block in self.blocks) + self.x.size
         for iteration in range(1, self.max_iterations + 1):
             rp = self.b - self._apply(self.X, self.x)
             Rd, rd_lp = self._dual_residuals()
-            primal = float(sum(xp.vdot(stack.C, X) for stack, X in zip(self.stacks, self.X)) + self.c_lp @ self.x)
-            dual = float(self.b @ self.y)
-            residual = float(xp.linalg.norm(rp))
-            mu = self._mu(nu)
+            primal, dual, residual, mu, dual_norms, y_rp = self._measures(rp, Rd, rd_lp, nu)
             progress = Progress.measure("IPM", iteration, residual, primal, dual, self.norms, mu,
                                         [block.n for block in self.blocks])
             # upper estimates of the measures the solve certifies (``Run.evaluate``): the residual per constraint,
             # and the slack's violation, -lambda_min(S + R_d) <= ||R_d||_F (the LP part's: sum of |rd_lp|)
             primal_residual = residual / (1.0 + self.norms.b_2)
-            dual_residual = (sum(float(_norms(R, xp).sum()) for R in Rd) + float(xp.abs(rd_lp).sum())) / \
-                (1.0 + self.norms.C_inf)
+            dual_residual = dual_norms / (1.0 + self.norms.C_inf)
             # the residual share |y'(A(X) - b)| / (1 + |P| + |D|), which the solve requires within tol
             # (``evaluation.residual_share``), enters scaled so that it counts as met at tol: where the multipliers
             # are large (SDPLIB's hinf, qap) a residual of 1e-8 still makes a share above tol
-            share = abs(float(self.y @ rp)) / (1.0 + abs(primal) + abs(dual))
+            share = abs(y_rp) / (1.0 + abs(primal) + abs(dual))
             gap = relative_gap(primal, dual)
             worst = max(primal_residual, dual_residual, gap, share * self.tol)
             # the correction of the direction against the operator (``_direction``) only where the primal residual is
@@ -371,17 +382,26 @@ class InteriorPointPhase:
             if worst <= self.target or stalled or not self._step(rp, Rd, rd_lp, mu, nu):
                 return
 
-    def _mu(self, nu: int) -> float:
+    def _measures(self, rp, Rd, rd_lp, nu: int) -> list[float]:
+        """(primal objective, dual objective, ||r_p||, mu, sum of the dual residual's norms per block and of |rd_lp|,
+        y' r_p) of the current iterate, with one transfer to the host."""
         xp = self.xp
-        total = sum(xp.vdot(X, S) for X, S in zip(self.X, self.S)) + self.x @ self.s
-        return float(total) / nu
+        zero = xp.zeros(())  # the sums' start: a device scalar where there are no blocks
+        return self.backend.to_host(xp.stack([
+            sum((xp.vdot(stack.C, X) for stack, X in zip(self.stacks, self.X)), zero) + self.c_lp @ self.x,
+            self.b @ self.y,
+            xp.linalg.norm(rp),
+            (sum((xp.vdot(X, S) for X, S in zip(self.X, self.S)), zero) + self.x @ self.s) / nu,
+            sum((_norms(R, xp).sum() for R in Rd), zero) + xp.abs(rd_lp).sum(),
+            self.y @ rp])).tolist()
 
     def _step(self, rp, Rd, rd_lp, mu: float, nu: int) -> bool:
         """One predictor-corrector step; False when S cannot be inverted, the Schur complement cannot be
         factorised, or neither iterate can move (rounding has cost definiteness)."""
         xp = self.xp
-        Z = [_inverse(S, xp) for S in self.S]  # batched per stack, as are the factorisations below
-        if any(Zk is None for Zk in Z):
+        # the boundary distances of both step-length tests use the same factors of the current X and S
+        boundaries, Z = self._inverse_factors()
+        if Z is None:
             return False
         ratio = self.x / self.s
         M = self._schur(Z, ratio)
@@ -390,13 +410,11 @@ class InteriorPointPhase:
         factor = self._factorise(M)
         if factor is None or self._past_deadline():
             return False
-        # the boundary distances of both step-length tests use the same factors of the current X and S
-        boundaries = ([_inverse_cholesky(X, xp) for X in self.X], [_inverse_cholesky(S, xp) for S in self.S])
         # predictor: the affine-scaling direction (target X S = 0)
         affine = self._direction(factor, [-X for X in self.X], -self.x, rp, Rd, rd_lp, Z, ratio)
         if affine is None:
             return False
-        alpha_p, alpha_d = self._step_lengths(affine, boundaries, 1.0)
+        alpha_p, alpha_d, _ = self._step_lengths(affine, boundaries, 1.0)
         dX, dS, dx, ds, _ = affine
         mu_affine = float(sum(xp.vdot(X + alpha_p * a, S + alpha_d * c) for X, a, S, c in zip(self.X, dX, self.S, dS))
                           + (self.x + alpha_p * dx) @ (self.s + alpha_d * ds)) / nu
@@ -410,16 +428,55 @@ class InteriorPointPhase:
         direction = self._direction(factor, targets, t_lp, rp, Rd, rd_lp, Z, ratio)
         if direction is None:
             return False
-        alpha_p, alpha_d = self._step_lengths(direction, boundaries, None)
-        if alpha_p <= 0.0 and alpha_d <= 0.0:
+        lengths = self._step_lengths(direction, boundaries, None)
+        if lengths[0] <= 0.0 and lengths[1] <= 0.0:
             return False
+        self._take_step(direction, boundaries, lengths)
+        return True
+
+    def _inverse_factors(self):
+        """((L_X^-1 per stack, L_S^-1 per stack), S^-1 per stack) from the Cholesky factors of X and S (those the last
+        step checked, ``_take_step``), with one transfer to the host: S^-1 is None where rounding has made one S
+        singular; a side whose factors are not finite (lost definiteness) gets step length 0 (``_StepBounds``)."""
+        xp = self.xp
+        if self.cholesky is None:
+            self.cholesky = [[_cholesky(M, xp) for M in side] for side in (self.X, self.S)]
+        boundaries = tuple([_or_nan(xp.linalg.inv, L, xp) for L in side] for side in self.cholesky)
+        # S^-1 from LU, not as L_S^-T L_S^-1: that exactly symmetric inverse changes the iterates (decision record
+        # "interior-point-stacks")
+        Z = [_or_nan(xp.linalg.inv, S, xp) for S in self.S]
+        return boundaries, (Z if self._all_finite(Z)[0] else None)
+
+    def _all_finite(self, *groups) -> list[bool]:
+        """Per group of stacks, whether all their entries are finite: one transfer for all groups."""
+        xp = self.xp
+        flags = self.backend.to_host(xp.stack([xp.isfinite(M).all() for group in groups for M in group]))
+        counts = np.cumsum([0] + [len(group) for group in groups])
+        return [bool(flags[start:end].all()) for start, end in zip(counts[:-1], counts[1:])]
+
+    def _take_step(self, direction, boundaries, lengths) -> None:
+        """Moves the iterates by the step lengths (primal, dual, fraction of the distances), each side's new matrices
+        factorised (the factors serve the next iteration, ``_inverse_factors``); a side whose factorisation fails,
+        where an estimated distance overshot the boundary (``_StepBounds``), takes the fraction of its exact
+        distance instead."""
+        xp = self.xp
+        alpha_p, alpha_d, fraction = lengths
         dX, dS, dx, ds, dy = direction
-        self.X = [X + alpha_p * d for X, d in zip(self.X, dX)]
+        sides = [(self.X, dX, self.x, dx, alpha_p), (self.S, dS, self.s, ds, alpha_d)]
+        moved = [[M + alpha * d for M, d in zip(stacks, directions)] for stacks, directions, _, _, alpha in sides]
+        cholesky = [[_cholesky(M, xp) for M in side] for side in moved]
+        for index, finite in enumerate(self._all_finite(*cholesky)):
+            if not finite:
+                stacks, directions, v, dv, _ = sides[index]
+                alpha = min(1.0, fraction * _exact_distance(boundaries[index], directions, v, dv, xp))
+                sides[index] = (stacks, directions, v, dv, alpha)
+                moved[index] = [M + alpha * d for M, d in zip(stacks, directions)]
+                cholesky[index] = [_cholesky(M, xp) for M in moved[index]]
+        (self.X, self.S), self.cholesky = moved, cholesky
+        alpha_p, alpha_d = sides[0][4], sides[1][4]
         self.x = self.x + alpha_p * dx
-        self.S = [S + alpha_d * d for S, d in zip(self.S, dS)]
         self.s = self.s + alpha_d * ds
         self.y = self.y + alpha_d * dy
-        return True
 
     def _schur(self, Z, ratio):
         """The Schur complement, or None once the deadline has passed (checked after each block's part)."""
@@ -511,17 +568,15 @@ class InteriorPointPhase:
         return dX, dS, t_lp - ratio * ds, ds
 
     def _step_lengths(self, direction, boundaries, fraction):
-        """(primal, dual) step lengths keeping the iterates positive definite: the distance to the boundary
-        along the direction times ``fraction``, or with None times 0.9 + 0.09 min(1, distances) (closer to
-        the boundary when the step is long, as in SDPT3). ``boundaries``: the inverse Cholesky factors of the
-        blocks of X and of S (``_inverse_cholesky``)."""
+        """(primal, dual step length, fraction) keeping the iterates positive definite: the distance to the boundary
+        along the direction (``_StepBounds``) times ``fraction``, or with None times 0.9 + 0.09 min(1, distances)
+        (closer to the boundary when the step is long, as in SDPT3). ``boundaries``: the inverse Cholesky factors of
+        the stacks of X and of S (``_inverse_factors``)."""
         dX, dS, dx, ds, _ = direction
-        X_factors, S_factors = boundaries
-        primal = min([_max_step(L_inv, d, self.xp) for L_inv, d in zip(X_factors, dX)] + [_max_ratio(self.x, dx)])
-        dual = min([_max_step(L_inv, d, self.xp) for L_inv, d in zip(S_factors, dS)] + [_max_ratio(self.s, ds)])
+        primal, dual = self.bounds.distances(boundaries, (dX, dS), ((self.x, dx), (self.s, ds)))
         if fraction is None:
             fraction = 0.9 + 0.09 * min(1.0, primal, dual)
-        return min(1.0, fraction * primal), min(1.0, fraction * dual)
+        return min(1.0, fraction * primal), min(1.0, fraction * dual), fraction
 
     # ------------------------------------------------------------------ hand-over
     def _store_best(self) -> None:
@@ -570,41 +625,179 @@ def _each(decomposition, stack, xp, batched_order: int):
     return xp.stack([decomposition(matrix) for matrix in stack])
 
 
-def _inverse(S, xp):
-    """S^-1 (of each of a stack), or None when rounding has made one singular."""
+def _or_nan(decomposition, stack, xp):
+    """``decomposition`` of each matrix of a stack (:func:`_each`), NaN where NumPy raises: CuPy returns NaN itself,
+    so that failures are read, like any other value, in the pass's one transfer."""
     try:
-        inverse = _each(xp.linalg.inv, S, xp, BATCHED_FACTOR_ORDER)
+        return _each(decomposition, stack, xp, BATCHED_FACTOR_ORDER)
     except np.linalg.LinAlgError:
-        return None
-    return inverse if bool(xp.isfinite(inverse).all()) else None  # CuPy returns inf/NaN instead of raising
+        return xp.full(stack.shape, xp.nan)
 
 
-def _inverse_cholesky(X, xp):
-    """L^-1 with X = L L' (of each of a stack), or None when rounding has left one indefinite."""
-    try:
-        L_inv = _each(xp.linalg.inv, _each(xp.linalg.cholesky, X, xp, BATCHED_FACTOR_ORDER), xp, BATCHED_FACTOR_ORDER)
-    except np.linalg.LinAlgError:
-        return None
-    return L_inv if bool(xp.isfinite(L_inv).all()) else None  # CuPy's Cholesky returns NaN instead of raising
+def _cholesky(X, xp):
+    """The Cholesky factor of each matrix of a stack; NaN where one is not positive definite."""
+    return _or_nan(xp.linalg.cholesky, X, xp)
 
 
-def _max_step(L_inv, dX, xp) -> float:
-    """The largest alpha with X + alpha dX positive semidefinite for every matrix of a stack, for X = L L' given by
-    ``L_inv``; 0 when one X is indefinite (``L_inv`` None)."""
-    if L_inv is None:
+def _congruence(L_inv, dX):
+    """L^-1 dX L^-T of each matrix of a stack: X + alpha dX stays positive definite while 1 + alpha lambda > 0 for
+    its eigenvalues lambda (X = L L')."""
+    return L_inv @ dX @ L_inv.swapaxes(-1, -2)
+
+
+def _smallest_eigenvalues(stack, xp, batched_order: int):
+    """The smallest eigenvalue of each matrix of a symmetric stack (:func:`_each`); NaN for a matrix that is not
+    finite (NumPy's eigvalsh raises on it)."""
+    finite = xp.isfinite(stack).all(axis=(-2, -1))
+    values = _each(xp.linalg.eigvalsh, xp.where(finite[:, None, None], stack, 0.0), xp, batched_order)[:, 0]
+    return xp.where(finite, values, xp.nan)
+
+
+def _boundary_distance(smallest: float, lp_ratio: float) -> float:
+    """The largest step along a direction from the smallest eigenvalue of the congruences (:func:`_congruence`, inf
+    where there are none) and the LP part's smallest ratio; 0 where either is NaN (rounding has cost definiteness)."""
+    if math.isnan(smallest) or math.isnan(lp_ratio):
         return 0.0
-    values = _each(xp.linalg.eigvalsh, L_inv @ dX @ L_inv.swapaxes(-1, -2), xp, BATCHED_EIGEN_ORDER)
-    smallest = float(values[:, 0].min())
-    if not math.isfinite(smallest):
-        return 0.0
-    return math.inf if smallest >= 0 else -1.0 / smallest
+    return min(math.inf if smallest >= 0 else -1.0 / smallest, lp_ratio)
 
 
-def _max_ratio(x, dx) -> float:
-    negative = dx < 0
-    if x.size == 0 or not bool(negative.any()):
-        return math.inf
-    return float((-x[negative] / dx[negative]).min())
+def _lp_ratio(x, dx, xp):
+    """min -x_j / dx_j over dx_j < 0 (inf where none is), on the device."""
+    if x.size == 0:
+        return xp.full(1, xp.inf)
+    decreasing = dx < 0
+    return xp.where(decreasing, x / xp.where(decreasing, -dx, 1.0), xp.inf).min(keepdims=True)
+
+
+def _exact_distance(factors, directions, x, dx, xp) -> float:
+    """The distance to the boundary along ``directions`` from every congruence's exact eigenvalues (batched up to
+    ``BATCHED_EIGEN_ORDER``, one call per matrix above): the fallback where an estimate overshot."""
+    minima = [_smallest_eigenvalues(_congruence(L_inv, d), xp, BATCHED_EIGEN_ORDER)
+              for L_inv, d in zip(factors, directions)]
+    *smallest, lp_ratio = xp.concatenate(minima + [_lp_ratio(x, dx, xp)]).tolist()  # one transfer
+    return _boundary_distance(min(smallest, default=math.inf), lp_ratio)
+
+
+class _StepBounds:
+    """The distances to the boundary of the primal and the dual cone along a direction, for all stacks at once with one
+    transfer to the host: per stack the smallest eigenvalue of the congruences L^-1 dX L^-T (:func:`_congruence`) of
+    its members on both sides, exactly (eigvalsh) up to ``exact_order``, else estimated by ``LANCZOS_STEPS`` steps of
+    Lanczos run on all the larger stacks together (no host synchronisation; stacks of near orders padded into one
+    product per step, ``LANCZOS_PADDING``) and lowered by the residual bound as in SDPT3's steplength. An estimate
+    may still overshoot: the step it allows is checked by factorising the moved iterates
+    (``InteriorPointPhase._take_step``)."""
+
+    def __init__(self, stacks, backend):
+        self.xp, self.to_host = backend.xp, backend.to_host
+        exact_order = EXACT_STEP_ORDER_HOST if backend.on_host else BATCHED_EIGEN_ORDER
+        self.exact = [stack.n <= exact_order for stack in stacks]
+        # the Lanczos stacks by decreasing order, grouped into padded products: (first row, order, [(stack, row)])
+        large = sorted((i for i, exact in enumerate(self.exact) if not exact), key=lambda i: -stacks[i].n)
+        self.groups, rows, padded, own = [], 0, 0, 0
+        for i in large:
+            k, n = 2 * len(stacks[i].blocks), stacks[i].n
+            if self.groups and (padded + k * self.groups[-1][1] ** 2) <= LANCZOS_PADDING * (own + k * n * n):
+                padded, own = padded + k * self.groups[-1][1] ** 2, own + k * n * n
+            else:
+                self.groups.append((rows, n, []))
+                padded = own = k * n * n
+            self.groups[-1][2].append((i, rows))
+            rows += k
+        self.first_rows = [first for first, _, _ in self.groups] + [rows]
+        # the side of each congruence (0: primal, 1: dual) in the order they reach the host: exact ones, then Lanczos
+        sides = [np.repeat([0, 1], len(stack.blocks)) for stack in stacks]
+        self.sides = np.concatenate([side for side, exact in zip(sides, self.exact) if exact]
+                                    + [sides[i] for i in large] + [np.zeros(0)])
+        width = stacks[large[0]].n if large else 0
+        self.steps = min(LANCZOS_STEPS, width)
+        # a fixed random start per congruence: a start orthogonal to the wanted eigenvector has probability 0
+        start = np.zeros((rows, width))
+        rng = np.random.default_rng(0)
+        for _, _, members in self.groups:
+            for i, row in members:
+                start[row:row + 2 * len(stacks[i].blocks), :stacks[i].n] = rng.standard_normal(
+                    (2 * len(stacks[i].blocks), stacks[i].n))
+        start /= np.maximum(np.linalg.norm(start, axis=1, keepdims=True), 1e-300)
+        self.start = self.xp.asarray(start)
+
+    def distances(self, factors, directions, lp_parts) -> tuple[float, float]:
+        """(primal, dual) distances: ``factors`` the inverse Cholesky factors of the stacks of X and of S,
+        ``directions`` the stacks of dX and dS, ``lp_parts`` ((x, dx), (s, ds))."""
+        xp = self.xp
+        congruences = [xp.concatenate([_congruence(L_x, d_x), _congruence(L_s, d_s)])
+                       for L_x, L_s, d_x, d_s in zip(*factors, *directions)]
+        minima = [_smallest_eigenvalues(C, xp, C.shape[-1]) for C, exact in zip(congruences, self.exact) if exact]
+        parts = minima + [_lp_ratio(v, dv, xp) for v, dv in lp_parts]
+        if self.groups:
+            products = [self._padded([congruences[i] for i, _ in members], [row - first for _, row in members], n)
+                        for first, n, members in self.groups]
+            parts += [values.ravel() for values in _lanczos(products, self.first_rows, self.start, self.steps, xp)]
+        values = self.to_host(xp.concatenate(parts))
+        exact_count = sum(minimum.size for minimum in minima)
+        smallest = values[:exact_count]
+        lp_ratios = values[exact_count:exact_count + 2]
+        if self.groups:
+            alphas, betas = values[exact_count + 2:].reshape(2, -1, self.steps)
+            smallest = np.concatenate([smallest, _ritz_lower_estimates(alphas, betas)])
+        return tuple(_boundary_distance(smallest[self.sides == side].min(initial=math.inf), lp_ratios[side])
+                     for side in (0, 1))
+
+    def _padded(self, stacks, rows, n):
+        """The stacks (of orders up to ``n``) as one (rows, n, n) array, each from its row on, padded with zeros."""
+        if len(stacks) == 1:
+            return stacks[0]  # the group's largest order is its first
+        out = self.xp.zeros((rows[-1] + stacks[-1].shape[0], n, n))
+        for stack, row in zip(stacks, rows):
+            out[row:row + stack.shape[0], :stack.shape[-1], :stack.shape[-1]] = stack
+        return out
+
+
+def _lanczos(products, first_rows, start, steps: int, xp):
+    """(alphas, betas), each (rows, steps): the tridiagonal matrices of ``steps`` Lanczos steps on each matrix of the
+    symmetric stacks ``products``, from the rows of ``start`` (those of stack i from row ``first_rows[i]`` on, padded
+    with zeros to the largest order). Each step is reorthogonalised against the whole basis twice (classical
+    Gram-Schmidt): the Ritz values then stay within B's spectrum. A step that finds an invariant subspace continues
+    with zero vectors, which add Ritz values 0 (harmless: only a negative smallest eigenvalue limits a step)."""
+    rows, width = start.shape
+    basis = xp.zeros((rows, steps + 1, width))
+    basis[:, 0] = start
+    alphas, betas = xp.empty((rows, steps)), xp.empty((rows, steps))
+    scale = xp.concatenate([_norms(B, xp) for B in products])
+    ends = first_rows[1:]
+    for j in range(steps):
+        vectors = basis[:, j]
+        w = xp.zeros((rows, width))
+        for B, first, end in zip(products, first_rows, ends):
+            n = B.shape[-1]
+            w[first:end, :n] = (B @ vectors[first:end, :n, None])[..., 0]
+        done = basis[:, :j + 1]
+        alpha = 0.0
+        for _ in range(2):
+            coefficients = done @ w[:, :, None]  # (rows, j + 1, 1)
+            w -= (done.swapaxes(1, 2) @ coefficients)[..., 0]
+            alpha = alpha + coefficients[:, j, 0]
+        beta = xp.sqrt((w * w).sum(axis=1))
+        alphas[:, j], betas[:, j] = alpha, beta
+        basis[:, j + 1] = w * xp.where(beta > LANCZOS_BREAKDOWN * scale, 1.0 / xp.maximum(beta, 1e-300), 0.0)[:, None]
+    return alphas, betas
+
+
+def _ritz_lower_estimates(alphas, betas):
+    """Per Lanczos run (rows of ``alphas``, ``betas``, on the host): its smallest Ritz value less SDPT3's bound on
+    its error, min(r, r^2 / gap) with r the Ritz pair's residual and gap the distance to the next Ritz value less that
+    one's residual (Kato-Temple); NaN where the run was not finite."""
+    count, steps = alphas.shape
+    finite = np.isfinite(alphas).all(axis=1) & np.isfinite(betas).all(axis=1)
+    T = np.zeros((count, steps, steps))
+    diagonal, off = np.arange(steps), np.arange(steps - 1)
+    T[:, diagonal, diagonal] = np.where(finite[:, None], alphas, 0.0)
+    T[:, off, off + 1] = T[:, off + 1, off] = np.where(finite[:, None], betas[:, :-1], 0.0)
+    values, vectors = np.linalg.eigh(T)
+    residuals = np.abs(np.where(finite, betas[:, -1], 0.0)[:, None] * vectors[:, -1, :2])
+    gap = values[:, 1] - values[:, 0] - residuals[:, 1]
+    error = np.where(gap > 0, np.minimum(residuals[:, 0], residuals[:, 0] ** 2 / np.maximum(gap, 1e-300)),
+                     residuals[:, 0])
+    return np.where(finite, values[:, 0] - error, np.nan)
 
 
 def _psd_factor(X, xp):
