@@ -33,6 +33,7 @@ import scipy.sparse as sp
 
 from cvxpy_culorads.backends.backend import CpuBackend
 from cvxpy_culorads.backends.memory import INTERIOR_POINT_BAND_ENTRIES, interior_point_groups, route_entries
+from cvxpy_culorads.certify.certificates import DENSE_ROUNDING
 from cvxpy_culorads.certify.measures import relative_gap
 from cvxpy_culorads.phases.state import Progress, SolverState
 from cvxpy_culorads.problem.sdp import BlockCoefficients
@@ -347,10 +348,13 @@ class InteriorPointPhase:
             progress = Progress.measure("IPM", iteration, residual, primal, dual, self.norms, mu,
                                         [block.n for block in self.blocks])
             # upper estimates of the measures the solve certifies (``Run.evaluate``): the residual per constraint,
-            # and the slack's violation, -lambda_min(S + R_d) <= ||R_d||_F (the LP part's: sum of |rd_lp|)
+            # and the slack's violation, -lambda_min(S + R_d) <= ||R_d||_F (the LP part's: sum of |rd_lp|), plus the
+            # rounding the certificate's eigenvalues carry, DENSE_ROUNDING n eps ||S||_2 per block: where the
+            # multipliers diverge (Mittelmann's rose13: ||y|| ~ 1/mu) that floor becomes the measure that lags
             primal_residual = residual / (1.0 + self.norms.b_2)
-            dual_residual = (sum(float(_norms(R, xp).sum()) for R in Rd) + float(xp.abs(rd_lp).sum())) / \
-                (1.0 + self.norms.C_inf)
+            dual_residual = (sum(float((_norms(R, xp) + self._slack_rounding(stack, S)).sum())
+                                 for stack, R, S in zip(self.stacks, Rd, self.S))
+                             + float(xp.abs(rd_lp).sum())) / (1.0 + self.norms.C_inf)
             # the residual share |y'(A(X) - b)| / (1 + |P| + |D|), which the solve requires within tol
             # (``evaluation.residual_share``), enters scaled so that it counts as met at tol: where the multipliers
             # are large (SDPLIB's hinf, qap) a residual of 1e-8 still makes a share above tol
@@ -359,7 +363,8 @@ class InteriorPointPhase:
             worst = max(primal_residual, dual_residual, gap, share * self.tol)
             # the correction of the direction against the operator (``_direction``) only where the primal residual is
             # what lags: on ill-posed problems whose residual is already small (SDPLIB's hinf1, qap6) it moved the
-            # iterates to points of a larger gap and residual share
+            # iterates to points of a larger gap and residual share, and where the slack's rounding has overtaken it
+            # (rose13) the iterations it won went to points whose slack the solve cannot certify
             self.correcting = primal_residual >= max(dual_residual, gap)
             if not math.isfinite(worst):
                 return
@@ -370,6 +375,12 @@ class InteriorPointPhase:
             stalled = iteration - self.best_iteration >= STALL_ITERATIONS
             if worst <= self.target or stalled or not self._step(rp, Rd, rd_lp, mu, nu):
                 return
+
+    @staticmethod
+    def _slack_rounding(stack, S):
+        """Per group of a stack, an upper estimate of the rounding the solve's eigenvalues of its slack carry
+        (``certificates.DENSE_ROUNDING`` n eps ||S||_2, with the group's order and ||S||_F)."""
+        return DENSE_ROUNDING * stack.n * np.finfo(float).eps * _norms(S, stack.xp)
 
     def _mu(self, nu: int) -> float:
         xp = self.xp
