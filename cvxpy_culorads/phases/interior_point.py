@@ -34,6 +34,7 @@ import scipy.sparse as sp
 
 from cvxpy_culorads.backends.backend import CpuBackend
 from cvxpy_culorads.backends.memory import INTERIOR_POINT_BAND_ENTRIES, interior_point_groups, route_entries
+from cvxpy_culorads.certify.certificates import DENSE_ROUNDING
 from cvxpy_culorads.certify.measures import relative_gap
 from cvxpy_culorads.phases.state import Progress, SolverState
 from cvxpy_culorads.problem.sdp import BlockCoefficients
@@ -126,10 +127,12 @@ class _Block:
             self.half = xp.asarray(np.where(rows == cols, 0.5, 1.0))  # A_i = sum_p a_ip c_p (e_u e_v' + e_v e_u')
             self.chunk = max(1, INTERIOR_POINT_BAND_ENTRIES // max(1, positions.size))  # rows of K built at once
         else:
-            dense = np.zeros((self.constraints.size, n, n))
-            dense[row_of, coeff.row, coeff.col] = coeff.val
-            dense[row_of, coeff.col, coeff.row] = coeff.val
-            self.dense = xp.asarray(dense.reshape(self.constraints.size, n * n))
+            # filled where it is used: NH2's blocks of order 490 hold 3.3 GB each, which built on the host and copied
+            # took seconds of a GPU solve
+            self.dense = xp.zeros((self.constraints.size, n * n))
+            touching, values = xp.asarray(row_of), xp.asarray(coeff.val)
+            self.dense[touching, xp.asarray(coeff.row * n + coeff.col)] = values
+            self.dense[touching, xp.asarray(coeff.col * n + coeff.row)] = values
             self.flat_uv, self.flat_vu = xp.asarray(rows * n + cols), xp.asarray(cols * n + rows)
             self.chunk = max(1, INTERIOR_POINT_BAND_ENTRIES // (n * n))  # constraints whose X A_j Z are made at once
 
@@ -359,7 +362,9 @@ class InteriorPointPhase:
             progress = Progress.measure("IPM", iteration, residual, primal, dual, self.norms, mu,
                                         [block.n for block in self.blocks])
             # upper estimates of the measures the solve certifies (``Run.evaluate``): the residual per constraint,
-            # and the slack's violation, -lambda_min(S + R_d) <= ||R_d||_F (the LP part's: sum of |rd_lp|)
+            # and the slack's violation, -lambda_min(S + R_d) <= ||R_d||_F (the LP part's: sum of |rd_lp|), plus the
+            # rounding the certificate's eigenvalues carry, DENSE_ROUNDING n eps ||S||_2 per block: where the
+            # multipliers diverge (Mittelmann's rose13: ||y|| ~ 1/mu) that floor becomes the measure that lags
             primal_residual = residual / (1.0 + self.norms.b_2)
             dual_residual = dual_norms / (1.0 + self.norms.C_inf)
             # the residual share |y'(A(X) - b)| / (1 + |P| + |D|), which the solve requires within tol
@@ -370,7 +375,8 @@ class InteriorPointPhase:
             worst = max(primal_residual, dual_residual, gap, share * self.tol)
             # the correction of the direction against the operator (``_direction``) only where the primal residual is
             # what lags: on ill-posed problems whose residual is already small (SDPLIB's hinf1, qap6) it moved the
-            # iterates to points of a larger gap and residual share
+            # iterates to points of a larger gap and residual share, and where the slack's rounding has overtaken it
+            # (rose13) the iterations it won went to points whose slack the solve cannot certify
             self.correcting = primal_residual >= max(dual_residual, gap)
             if not math.isfinite(worst):
                 return
@@ -382,9 +388,15 @@ class InteriorPointPhase:
             if worst <= self.target or stalled or not self._step(rp, Rd, rd_lp, mu, nu):
                 return
 
+    @staticmethod
+    def _slack_rounding(stack, S):
+        """Per group of a stack, an upper estimate of the rounding the solve's eigenvalues of its slack carry
+        (``certificates.DENSE_ROUNDING`` n eps ||S||_2, with the group's order and ||S||_F)."""
+        return DENSE_ROUNDING * stack.n * np.finfo(float).eps * _norms(S, stack.xp)
+
     def _measures(self, rp, Rd, rd_lp, nu: int) -> list[float]:
-        """(primal objective, dual objective, ||r_p||, mu, sum of the dual residual's norms per block and of |rd_lp|,
-        y' r_p) of the current iterate, with one transfer to the host."""
+        """(primal objective, dual objective, ||r_p||, mu, the dual residual's norms per block plus the slack's
+        rounding (``_slack_rounding``) and |rd_lp|, y' r_p) of the current iterate, with one transfer to the host."""
         xp = self.xp
         zero = xp.zeros(())  # the sums' start: a device scalar where there are no blocks
         return self.backend.to_host(xp.stack([
@@ -392,7 +404,8 @@ class InteriorPointPhase:
             self.b @ self.y,
             xp.linalg.norm(rp),
             (sum((xp.vdot(X, S) for X, S in zip(self.X, self.S)), zero) + self.x @ self.s) / nu,
-            sum((_norms(R, xp).sum() for R in Rd), zero) + xp.abs(rd_lp).sum(),
+            sum(((_norms(R, xp) + self._slack_rounding(stack, S)).sum()
+                 for stack, R, S in zip(self.stacks, Rd, self.S)), zero) + xp.abs(rd_lp).sum(),
             self.y @ rp])).tolist()
 
     def _step(self, rp, Rd, rd_lp, mu: float, nu: int) -> bool:
