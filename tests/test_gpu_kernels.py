@@ -564,3 +564,22 @@ def test_sphere_row_kernels_match_the_numpy_rows(r):
         gpu = cp.asnumpy(gpu)
         assert np.all(np.isfinite(gpu)) and np.linalg.norm(gpu - ref) <= RTOL * 2.5 * np.linalg.norm(Z)
     assert np.abs(np.einsum("ij,ij->i", ref, X)).max() <= 1e-12 * np.abs(Z).max() * r  # tangent to the spheres
+
+
+@pytest.mark.parametrize("n, steps", [(40, 30), (150, 30), (490, 12)])
+def test_lanczos_tridiagonals(n, steps):
+    """The one-launch Lanczos runs (a block of threads per matrix) against the NumPy twin, on indefinite matrices and
+    on one of rank 2, whose run breaks down after two steps and continues as zeros."""
+    rng = np.random.default_rng(n)
+    stack = rng.standard_normal((3, n, n))
+    stack = stack + stack.transpose(0, 2, 1)
+    low = rng.standard_normal((n, 2))
+    stack[2] = low @ np.diag([1.0, -2.0]) @ low.T
+    start = rng.standard_normal((3, n))
+    start /= np.linalg.norm(start, axis=1, keepdims=True)
+    expected = CpuKernels.lanczos_tridiagonals(stack, start, steps, 1e-12)
+    got = GpuKernels.lanczos_tridiagonals(cp.asarray(stack), cp.asarray(start), steps, 1e-12)
+    scale = np.linalg.norm(stack, axis=(1, 2))[:, None]
+    for mine, reference in zip(got, expected):
+        np.testing.assert_allclose(cp.asnumpy(mine) / scale, reference / scale, rtol=0, atol=1e-9)
+    assert np.all(cp.asnumpy(got[1])[2, 2:] <= 1e-12 * scale[2])  # the rank-2 matrix's invariant subspace

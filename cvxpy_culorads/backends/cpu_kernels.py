@@ -305,6 +305,30 @@ class CpuKernels(RowSpace):
         return c
 
     @staticmethod
+    def lanczos_tridiagonals(stack, start, steps: int, breakdown: float):
+        """(alphas, betas), each (k, steps): the tridiagonal matrices of ``steps`` Lanczos steps on each symmetric
+        matrix B of a (k, n, n) stack, from the unit rows of ``start`` (k, n). Each new vector is reorthogonalised
+        twice against the whole basis (classical Gram-Schmidt), so that the Ritz values stay within B's spectrum; one
+        shorter than ``breakdown`` ||B||_F (an invariant subspace) continues as zeros, which adds Ritz values 0."""
+        count, n = start.shape
+        basis = np.zeros((count, steps + 1, n))
+        basis[:, 0] = start
+        alphas, betas = np.empty((count, steps)), np.empty((count, steps))
+        threshold = breakdown * np.sqrt((stack * stack).sum(axis=(1, 2)))
+        for j in range(steps):
+            w = (stack @ basis[:, j, :, None])[..., 0]
+            done = basis[:, :j + 1]
+            alpha = 0.0
+            for _ in range(2):
+                coefficients = done @ w[:, :, None]  # (count, j + 1, 1)
+                w -= (done.swapaxes(1, 2) @ coefficients)[..., 0]
+                alpha = alpha + coefficients[:, j, 0]
+            beta = np.sqrt((w * w).sum(axis=1))
+            alphas[:, j], betas[:, j] = alpha, beta
+            basis[:, j + 1] = w * np.where(beta > threshold, 1.0 / np.maximum(beta, 1e-300), 0.0)[:, None]
+        return alphas, betas
+
+    @staticmethod
     def project_out(V, w):
         """w -= V' (V w) in place for a C-ordered k x n V (returns w)."""
         w -= V.T @ (V @ w)

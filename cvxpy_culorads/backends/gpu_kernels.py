@@ -42,6 +42,7 @@ from cvxpy_culorads.backends.gpu_vector_algebra import (
     VALUE_TYPES,
     ensure_tickets,
     gram_schmidt_pass,
+    lanczos_tridiagonals,
     lbfgs_combine,
     lbfgs_direction,
     lbfgs_gram,
@@ -582,6 +583,11 @@ class GpuKernels(RowSpace):
         """:meth:`CpuKernels.basis_subtract`."""
         rows_subtract(V, k, c, w)
         return c
+
+    @staticmethod
+    def lanczos_tridiagonals(stack, start, steps, breakdown):
+        """:meth:`CpuKernels.lanczos_tridiagonals` in one launch (a block of threads per matrix)."""
+        return lanczos_tridiagonals(stack, start, steps, breakdown)
 
     @staticmethod
     def project_out(V, w):

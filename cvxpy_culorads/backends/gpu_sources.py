@@ -18,6 +18,7 @@ CUDA_FILES = (  # in translation-unit order: helpers before the kernels that use
     "grid_sum.cu",  # block_sum, grid_sum: deterministic grid-wide sums with a last-block epilogue
     "gram_schmidt.cu",  # rows_dot_kernel, rows_subtract_kernel, norm_kernel (Lanczos steps, deflations)
     "lbfgs.cu",  # lbfgs_gram_kernel, lbfgs_recursion_kernel, lbfgs_combine_kernel
+    "lanczos.cu",  # lanczos_tridiagonal_kernel (the interior-point step lengths)
     "line_search.cu",  # line_search_kernel, sphere_line_search_kernel
     "sphere.cu",  # sphere_normal_kernel, sphere_tangent_kernel, sphere_retract_kernel
 )

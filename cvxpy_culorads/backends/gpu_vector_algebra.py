@@ -247,6 +247,24 @@ def gram_schmidt_pass(V, k: int, w, coefficients, stride: int = 1, add=None, add
     rows_subtract(V, k, coefficients, w, stride, add, add_stride)
 
 
+LANCZOS_MAX_STEPS = 64  # lanczos.cu's LANCZOS_MAX_STEPS: the kernel's shared coefficients
+
+
+def lanczos_tridiagonals(stack, start, steps: int, breakdown: float):
+    """:meth:`CpuKernels.lanczos_tridiagonals`: one launch, a block of threads per matrix of the stack."""
+    count, n = start.shape
+    if stack.shape != (count, n, n) or not 0 <= steps <= min(n, LANCZOS_MAX_STEPS) \
+            or stack.dtype != np.float64 or start.dtype != np.float64:
+        raise ValueError("lanczos_tridiagonals: inconsistent arguments")
+    alphas, betas = cupy.empty((count, steps)), cupy.empty((count, steps))
+    if count and steps:
+        basis = cupy.empty((count, steps + 1, n))
+        kernel("lanczos_tridiagonal_kernel")((count,), (REDUCE_THREADS,), (
+            cupy.ascontiguousarray(stack), cupy.ascontiguousarray(start), np.int64(n), np.int32(steps),
+            np.float64(breakdown), basis, alphas, betas))
+    return alphas, betas
+
+
 def norm_into(w, out):
     """out[0] = ||w||_2 (deterministic)."""
     blocks = _reduce_grid(w.size)

@@ -80,9 +80,9 @@ BATCHED_EIGEN_ORDER = 32
 EXACT_STEP_ORDER_HOST = 100
 LANCZOS_STEPS = 30
 LANCZOS_BREAKDOWN = 1e-12
-# Stacks of different orders share one Lanczos product per step, padded with zeros to the largest of them, while the
-# padded entries stay within this factor of their own: fewer launches per step for a bounded copy (NH2's orders 35 to
-# 490 make three such groups)
+# Stacks of different orders share one Lanczos run, padded with zeros to the largest of them, while the padded
+# entries stay within this factor of their own: fewer calls (a launch each on a GPU) for a bounded copy (NH2's orders
+# 35 to 490 make three such groups)
 LANCZOS_PADDING = 2.0
 
 
@@ -695,13 +695,13 @@ class _StepBounds:
     """The distances to the boundary of the primal and the dual cone along a direction, for all stacks at once with one
     transfer to the host: per stack the smallest eigenvalue of the congruences L^-1 dX L^-T (:func:`_congruence`) of
     its members on both sides, exactly (eigvalsh) up to ``exact_order``, else estimated by ``LANCZOS_STEPS`` steps of
-    Lanczos run on all the larger stacks together (no host synchronisation; stacks of near orders padded into one
-    product per step, ``LANCZOS_PADDING``) and lowered by the residual bound as in SDPT3's steplength. An estimate
+    Lanczos (the kernel set's ``lanczos_tridiagonals``: on a GPU one launch per product; stacks of near orders padded
+    into one product, ``LANCZOS_PADDING``; no host synchronisation) and lowered by the residual bound as in SDPT3's steplength. An estimate
     may still overshoot: the step it allows is checked by factorising the moved iterates
     (``InteriorPointPhase._take_step``)."""
 
     def __init__(self, stacks, backend):
-        self.xp, self.to_host = backend.xp, backend.to_host
+        self.xp, self.to_host, self.kernels = backend.xp, backend.to_host, backend.kernels()
         exact_order = EXACT_STEP_ORDER_HOST if backend.on_host else BATCHED_EIGEN_ORDER
         self.exact = [stack.n <= exact_order for stack in stacks]
         # the Lanczos stacks by decreasing order, grouped into padded products: (first row, order, [(stack, row)])
@@ -744,7 +744,10 @@ class _StepBounds:
         if self.groups:
             products = [self._padded([congruences[i] for i, _ in members], [row - first for _, row in members], n)
                         for first, n, members in self.groups]
-            parts += [values.ravel() for values in _lanczos(products, self.first_rows, self.start, self.steps, xp)]
+            runs = [self.kernels.lanczos_tridiagonals(product, self.start[first:end, :product.shape[-1]], self.steps,
+                                                      LANCZOS_BREAKDOWN)
+                    for product, first, end in zip(products, self.first_rows, self.first_rows[1:])]
+            parts += [xp.concatenate([run[side] for run in runs]).ravel() for side in (0, 1)]  # alphas, betas
         values = self.to_host(xp.concatenate(parts))
         exact_count = sum(minimum.size for minimum in minima)
         smallest = values[:exact_count]
@@ -763,36 +766,6 @@ class _StepBounds:
         for stack, row in zip(stacks, rows):
             out[row:row + stack.shape[0], :stack.shape[-1], :stack.shape[-1]] = stack
         return out
-
-
-def _lanczos(products, first_rows, start, steps: int, xp):
-    """(alphas, betas), each (rows, steps): the tridiagonal matrices of ``steps`` Lanczos steps on each matrix of the
-    symmetric stacks ``products``, from the rows of ``start`` (those of stack i from row ``first_rows[i]`` on, padded
-    with zeros to the largest order). Each step is reorthogonalised against the whole basis twice (classical
-    Gram-Schmidt): the Ritz values then stay within B's spectrum. A step that finds an invariant subspace continues
-    with zero vectors, which add Ritz values 0 (harmless: only a negative smallest eigenvalue limits a step)."""
-    rows, width = start.shape
-    basis = xp.zeros((rows, steps + 1, width))
-    basis[:, 0] = start
-    alphas, betas = xp.empty((rows, steps)), xp.empty((rows, steps))
-    scale = xp.concatenate([_norms(B, xp) for B in products])
-    ends = first_rows[1:]
-    for j in range(steps):
-        vectors = basis[:, j]
-        w = xp.zeros((rows, width))
-        for B, first, end in zip(products, first_rows, ends):
-            n = B.shape[-1]
-            w[first:end, :n] = (B @ vectors[first:end, :n, None])[..., 0]
-        done = basis[:, :j + 1]
-        alpha = 0.0
-        for _ in range(2):
-            coefficients = done @ w[:, :, None]  # (rows, j + 1, 1)
-            w -= (done.swapaxes(1, 2) @ coefficients)[..., 0]
-            alpha = alpha + coefficients[:, j, 0]
-        beta = xp.sqrt((w * w).sum(axis=1))
-        alphas[:, j], betas[:, j] = alpha, beta
-        basis[:, j + 1] = w * xp.where(beta > LANCZOS_BREAKDOWN * scale, 1.0 / xp.maximum(beta, 1e-300), 0.0)[:, None]
-    return alphas, betas
 
 
 def _ritz_lower_estimates(alphas, betas):
