@@ -18,21 +18,26 @@ from support import DEVICES, random_maxcut
 @pytest.mark.parametrize("device", DEVICES)
 def test_lanczos_and_dense_blocks_match_eigvalsh(device):
     rng = np.random.default_rng(0)
-    big, small = DENSE_LIMIT + 200, 7
+    # on the host the blocks of order SUBSET_MIN_ORDER and more take the one-eigenpair driver, smaller ones a batch
+    big, small, medium = DENSE_LIMIT + 200, 7, certificates.SUBSET_MIN_ORDER + 8
+    sizes = [big, small, small, medium, medium]
     blocks = []
-    for n in (big, small, small):
+    for n in sizes:
         M = sp.random(n, n, density=4.0 / n, random_state=rng)
         blocks.append((M + M.T + sp.diags(rng.standard_normal(n))).tocsr())
-    problem = SDPProblem(np.ones(1), blocks, [([0], [0], [0], [1.0]), None, None], block_sizes=[big, small, small])
+    problem = SDPProblem(np.ones(1), blocks, [([0], [0], [0], [1.0])] + [None] * 4, block_sizes=sizes)
     backend = select_backend(device)
     op = CompressedOperator(problem, backend)
     matrix = op.slack_matrix(backend.xp.zeros(1))
     pairs = smallest_eigenpairs(matrix, op.layout, backend, accuracy=1e-9)
     want = [np.linalg.eigvalsh(B.toarray())[0] for B in blocks]
     assert np.allclose([pair.value for pair in pairs], want, rtol=1e-7, atol=1e-7)
-    for B, (value, vector, _) in zip(blocks, pairs):
+    for B, (value, vector, residual) in zip(blocks, pairs):
         v = backend.to_host(vector)
         assert np.linalg.norm(B @ v - value * v) <= 1e-6 * np.abs(want).max()
+        # the dense blocks' rounding allowance: n eps ||B||_2 with a safety factor, never below it
+        if B.shape[0] <= DENSE_LIMIT:
+            assert residual >= B.shape[0] * np.finfo(float).eps * np.linalg.norm(B.toarray(), 2)
 
 
 def test_dual_infeasibility_of_a_known_multiplier():
@@ -241,3 +246,71 @@ def test_certificate_cycles_follow_the_factors_rank(monkeypatch):
     exact = float(y.sum()) + L.shape[0] * min(0.0, np.linalg.eigvalsh(-L / 4 - np.diag(y))[0])  # trace X = n
     assert result.dual_bound <= exact + 1e-9 * abs(exact)
     assert (result.primal_objective - exact) / (1 + abs(result.primal_objective) + abs(exact)) <= 1e-2
+
+
+def _products(monkeypatch) -> list:
+    """A list that counts the products with the slack that Lanczos runs make from now on."""
+    from cvxpy_culorads.linalg import krylov
+    counted, times = [], krylov.symmetric_times
+
+    def counting(kernels, matrix, x):
+        counted.append(1)
+        return times(kernels, matrix, x)
+    monkeypatch.setattr(krylov, "symmetric_times", counting)
+    return counted
+
+
+def test_a_point_that_fails_without_its_eigenvalue_gets_a_short_eigensolve(monkeypatch):
+    # the paper's criterion: the gap is a criterion of its own, so a point whose gap exceeds tol fails whatever
+    # lambda_min is, and its eigensolver stops once it knows the value to within DECIDED_RESIDUAL_SHARE; the same
+    # slack with the threshold the dual infeasibility alone sets runs on to its accuracy (a cycle more)
+    from cvxpy_culorads.settings import Settings
+    from cvxpy_culorads.solver.plan import plan
+    from cvxpy_culorads.solver.run import Run
+    side = 36  # a grid graph: the slack's bottom eigenvalues are close together, so Lanczos converges slowly
+    path = sp.diags([1.0, 1.0], [-1, 1], shape=(side, side))
+    W = (sp.kron(path, sp.eye(side)) + sp.kron(sp.eye(side), path)).toarray()
+    L = np.diag(W.sum(1)) - W
+    idx = np.arange(side * side)
+    problem = SDPProblem(np.ones(idx.size), [-L / 4], [(idx, idx, idx, np.ones(idx.size))])
+    settings = Settings.from_options(device="cpu", criterion="dimacs", tol=1e-5)
+    run = Run(problem, settings, plan(problem, settings))
+    n, op = L.shape[0], run.op
+    R = np.random.default_rng(1).standard_normal((n, 4))
+    R /= np.linalg.norm(R, axis=1, keepdims=True)  # diag(R R') = 1: no primal residual
+    # S = -L/4 - c I with lambda_min(S) at a third of what the dual criterion allows, and its dual measure tol / 3
+    allowed = settings.tol * (1.0 + run.norms.C_1)
+    c = np.linalg.eigvalsh(-L / 4)[0] + allowed / 3
+    lam = np.full(n, c) * op.row_scale  # the operator's rows are rescaled
+    slack = op.slack_matrix(lam)
+    exact = np.linalg.eigvalsh(slack.toarray())[0]
+    assert exact == pytest.approx(-allowed / 3, rel=1e-9)
+    counted = _products(monkeypatch)
+    evaluation = run.evaluate(lam, R, run.primal_measures(R))
+    short = len(counted)
+    assert evaluation.errors.gap > settings.tol and evaluation.worst > settings.tol
+    assert evaluation.errors.primal_infeasibility <= 1e-14
+    (value, _, residual), = evaluation.eigenpairs
+    assert exact - 1e-12 <= value <= exact / 3 and residual <= 2 * abs(value)
+    counted.clear()
+    (full, _, full_residual), = smallest_eigenpairs(slack, op.layout, run.backend, accuracy=0.1 * allowed,
+                                                    subspaces=[R], failing=[-allowed])
+    assert full_residual <= 0.1 * allowed and full - full_residual <= exact + 1e-12 * abs(exact)
+    assert 0 < short < len(counted)
+
+
+def test_failing_eigenvalues_of_a_point_whose_residual_fails():
+    # certified criterion with trace bounds (MaxCut): the gap's share of tol is spent first; a primal residual
+    # above tol leaves no value of lambda_min that passes
+    from cvxpy_culorads.certify.measures import relative_gap
+    from cvxpy_culorads.settings import Settings
+    from cvxpy_culorads.solver.plan import plan
+    from cvxpy_culorads.solver.run import Run
+    problem, _ = random_maxcut(50, 0.3, seed=2)
+    settings = Settings.from_options(device="cpu", tol=1e-5)
+    run = Run(problem, settings, plan(problem, settings))
+    primal, dual, weights = -30.0, -30.0002, [0.4]
+    budget = settings.tol - relative_gap(primal, dual)
+    assert run.failing_eigenvalues(primal, dual, weights, residual=0.0) == [pytest.approx(-budget / 0.4)]
+    too_large = 2 * settings.tol * (1.0 + run.norms.b_2)
+    assert run.failing_eigenvalues(primal, dual, weights, residual=too_large) == [np.inf]

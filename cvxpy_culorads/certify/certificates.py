@@ -8,10 +8,11 @@ the LoRADS code, ||v||_1 = sum of absolute entries, over all entries of the full
   with S_k = C_k - sum_i lambda_i A_ik and s = c_lp - A_lp' lambda;
 - gap                   |<C,X> - b'lambda| / (1 + |<C,X>| + |b'lambda|).
 
-Dual infeasibility needs lambda_min of every S_k: small blocks are made dense and solved in batches
-by ``eigh``; large ones run the thick-restarted Lanczos iteration of ``linalg/krylov.py`` on the device, without a
-host copy of the matrix. Blocks of a few hundred rows, given the primal factor, first try Lanczos deflated
-against the factor's near-invariant Ritz vectors, with a rigorous bound for what the deflation leaves out.
+Dual infeasibility needs lambda_min of every S_k: small blocks are made dense and solved by ``eigh`` (in batches,
+or on the host for the smallest eigenpair alone where that is cheaper); large ones run the thick-restarted Lanczos
+iteration of ``linalg/krylov.py`` on the device, without a host copy of the matrix. Blocks of a few hundred rows,
+given the primal factor, first try Lanczos deflated against the factor's near-invariant Ritz vectors, with a rigorous
+bound for what the deflation leaves out.
 The first two errors' norms and the gap live in ``certify/measures.py``.
 """
 from __future__ import annotations
@@ -21,6 +22,7 @@ import time
 from typing import NamedTuple
 
 import numpy as np
+import scipy.linalg
 
 from cvxpy_culorads.backends.backend import kernels_for
 from cvxpy_culorads.backends.memory import DENSE_LIMIT, deflation_fits
@@ -149,16 +151,31 @@ def smallest_eigenpairs(matrix, layout, backend, accuracy, seed: int = 0, guesse
                           for k in ks)
         by_size = {}
     for n, ks in by_size.items():
-        values, vectors = xp.linalg.eigh(xp.stack([_block(matrix, layout, k).toarray() for k in ks]))
-        values = backend.to_host(values)
+        values, vectors, norms = _dense_smallest(xp.stack([_block(matrix, layout, k).toarray() for k in ks]), backend)
         # a backward-stable eigensolver's eigenvalues are exact for a matrix within ~n eps ||S|| of S
-        rounding = DENSE_ROUNDING * n * np.finfo(float).eps * np.abs(values).max(axis=1)
-        result.update((k, Eigenpair(float(values[i, 0]), vectors[i, :, 0], float(rounding[i])))
-                      for i, k in enumerate(ks))
+        rounding = DENSE_ROUNDING * n * np.finfo(float).eps * norms
+        result.update((k, Eigenpair(float(values[i]), vectors[i], float(rounding[i]))) for i, k in enumerate(ks))
     return [result[k] for k in range(len(layout.sizes))]
 
 
+def _dense_smallest(blocks, backend) -> tuple[np.ndarray, list, np.ndarray]:
+    """(the smallest eigenvalue, its unit eigenvector, an upper bound on ||S||_2) of each of the dense symmetric
+    ``blocks`` (a b x n x n array). On the host, blocks of order ``SUBSET_MIN_ORDER`` or more get LAPACK's
+    eigenvalue-subset driver, which skips the other n - 1 eigenpairs, with the Frobenius norm as the bound on
+    ||S||_2; elsewhere one batched ``eigh`` (CuPy has no subset driver)."""
+    if backend.on_host and blocks.shape[1] >= SUBSET_MIN_ORDER:
+        pairs = [scipy.linalg.eigh(block, subset_by_index=[0, 0]) for block in blocks]
+        return (np.array([values[0] for values, _ in pairs]), [vectors[:, 0] for _, vectors in pairs],
+                np.linalg.norm(blocks, axis=(1, 2)))
+    values, vectors = backend.xp.linalg.eigh(blocks)
+    values = backend.to_host(values)
+    return values[:, 0], list(vectors[:, :, 0]), np.abs(values).max(axis=1)
+
+
 DENSE_ROUNDING = 10.0  # safety factor on n eps ||S||_2 for the eigenvalues of a dense decomposition
+# below this order many small blocks are faster through one batched decomposition (decision record
+# "certificate-schedule")
+SUBSET_MIN_ORDER = 32
 # Blocks of orders between these that would get a dense eigh are deflated against the primal factor's range
 # first (a deflated Lanczos run is cheaper than the dense eigh there); larger blocks are not: there a plain Lanczos
 # run is cheap next to a failed deflated one, and the bound's allowed loss (below) costs optimisation steps (decision

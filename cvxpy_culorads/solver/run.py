@@ -333,13 +333,20 @@ class Run:
         return [1.0 / (1.0 + self.norms.C_inf) if weight is None else weight / scale
                 for weight in self.trace_bounds.weights(dual)]
 
-    def failing_eigenvalues(self, primal: float, dual: float, weights: list[float]) -> list[float]:
+    def failing_eigenvalues(self, primal: float, dual: float, weights: list[float], residual: float) -> list[float]:
         """Per PSD block, the value below which lambda_min fails the test on its own: all that tol leaves the dual
         measure (less the gap where the certified gap contains it) spent on this block. Its eigensolver may stop
-        once its Ritz value, an upper estimate, is below it (``certificates.smallest_eigenpairs``)."""
-        tol = self.settings.tol
-        bounded = all(weight is not None for weight in self.trace_bounds.weights(dual))
-        budget = tol - relative_gap(primal, dual) if self.settings.criterion == "certified" and bounded else tol
+        once its Ritz value, an upper estimate, is below it (``certificates.smallest_eigenpairs``). Where a criterion
+        that no eigenvalue enters already fails (the primal residual ``residual`` = ||A(X) - b||_2, or the gap where it
+        is a criterion of its own), every value fails: the eigensolver then stops as soon as it knows its value to
+        within ``krylov.DECIDED_RESIDUAL_SHARE``, all that ranking the point and its escapes need."""
+        tol, norms, certified = self.settings.tol, self.norms, self.settings.criterion == "certified"
+        gap_inside = certified and all(weight is not None for weight in self.trace_bounds.weights(dual))
+        gap = relative_gap(primal, dual)
+        primal_side = residual / (1.0 + norms.b_2) if certified else primal_infeasibility(residual, norms)
+        if primal_side > tol or (gap > tol and not gap_inside):
+            return [math.inf if weight > 0 else -math.inf for weight in weights]
+        budget = tol - gap if gap_inside else tol
         return [-budget / weight if weight > 0 else -math.inf for weight in weights]
 
     def evaluate(self, lam, R, primal_measures) -> Evaluation:
@@ -353,9 +360,10 @@ class Run:
         # lambda_min is needed to a tenth of what the dual measure resolves; its Ritz residual enters the bound
         # (a block of zero weight, e.g. fixed to trace 0, needs no accuracy at all)
         accuracy = [0.1 * self.settings.tol / weight if weight > 0 else math.inf for weight in weights]
+        failing = self.failing_eigenvalues(primal, dual, weights, residual)
         dinf, pairs, lp_slacks = dual_infeasibility(op, lam, norms, accuracy, seed=self.settings.seed,
                                                     guesses=self._eigenvectors, deadline=self.measure_deadline,
-                                                    factor=R, failing=self.failing_eigenvalues(primal, dual, weights))
+                                                    factor=R, failing=failing)
         self._eigenvectors = [pair.vector for pair in pairs]  # the next evaluation's slack is a nearby one
         thetas = [max(0.0, -pair.lower) for pair in pairs]
         sigmas = np.maximum(-lp_slacks, 0.0)
