@@ -463,7 +463,8 @@ class InteriorPointPhase:
     def _all_finite(self, *groups) -> list[bool]:
         """Per group of stacks, whether all their entries are finite: one transfer for all groups."""
         xp = self.xp
-        flags = self.backend.to_host(xp.stack([xp.isfinite(M).all() for group in groups for M in group]))
+        finite = [xp.isfinite(M).all() for group in groups for M in group]  # none on an LP
+        flags = self.backend.to_host(xp.stack(finite)) if finite else np.zeros(0, dtype=bool)
         counts = np.cumsum([0] + [len(group) for group in groups])
         return [bool(flags[start:end].all()) for start, end in zip(counts[:-1], counts[1:])]
 
@@ -696,8 +697,8 @@ class _StepBounds:
     transfer to the host: per stack the smallest eigenvalue of the congruences L^-1 dX L^-T (:func:`_congruence`) of
     its members on both sides, exactly (eigvalsh) up to ``exact_order``, else estimated by ``LANCZOS_STEPS`` steps of
     Lanczos (the kernel set's ``lanczos_tridiagonals``: on a GPU one launch per product; stacks of near orders padded
-    into one product, ``LANCZOS_PADDING``; no host synchronisation) and lowered by the residual bound as in SDPT3's steplength. An estimate
-    may still overshoot: the step it allows is checked by factorising the moved iterates
+    into one product, ``LANCZOS_PADDING``; no host synchronisation) and lowered by the residual bound as in SDPT3's
+    steplength. An estimate may still overshoot: the step it allows is checked by factorising the moved iterates
     (``InteriorPointPhase._take_step``)."""
 
     def __init__(self, stacks, backend):
