@@ -10,11 +10,13 @@ from cvxpy_culorads.backends.cpu_kernels import CpuKernels
 from cvxpy_culorads.backends.kernels import Kernels, check_capabilities
 from cvxpy_culorads.certify.measures import ProblemNorms
 from cvxpy_culorads.linalg.krylov import conjugate_gradient
+from cvxpy_culorads.models import completion_problem, random_low_rank_instance
 from cvxpy_culorads.phases.admm import ADMMPhase
 from cvxpy_culorads.phases.alm import LBFGS, ALMPhase, quartic_minimiser
 from cvxpy_culorads.phases.state import PhaseOutcome, widen_factor
 from cvxpy_culorads.solver.plan import plan
 from cvxpy_culorads.solver.run import Run
+from cvxpy_culorads.solver.tuning import DEFAULT_TUNING
 
 from support import random_maxcut
 
@@ -159,6 +161,28 @@ def test_a_wider_factor_leaves_room_for_the_certificates_shortest_lanczos_cycle(
     assert widening_fits(backend, layout, old, new) is not reserved
 
 
+
+def test_admm_cg_tolerance_factor_sets_the_inner_accuracy():
+    # completion: off-diagonal constraints, so phase II's CG is unpreconditioned and its iterations depend on the
+    # tolerance; from one hand-over point both factors reach tol, the tighter with more CG iterations per sweep
+    rows, cols, values, _ = random_low_rank_instance(30, 30, 2, 400, seed=1)
+    problem = completion_problem(rows, cols, values, (30, 30))
+    run = _run_for(problem)
+    for _ in ALMPhase(run.op, run.state, run.settings, run.norms, run.max_ranks, outer_budget=200).run():
+        pass
+    hand_over = (run.state.R.copy(), run.state.lam.copy(), run.state.Avals.copy(), run.state.rho)
+    per_sweep = {}
+    for factor in (1e-1, 1e-4):
+        run.state.R, run.state.lam, run.state.Avals, run.state.rho = (hand_over[0].copy(), hand_over[1].copy(),
+                                                                      hand_over[2].copy(), hand_over[3])
+        admm = ADMMPhase(run.op, run.state, run.settings, run.norms, max_sweeps=2000, reopt=False,
+                         rho_max=run.settings.lorads.rho_max, cg_factor=factor)
+        last = list(admm.run())[-1]
+        assert admm.outcome is PhaseOutcome.CONVERGED
+        assert last.primal_infeasibility <= run.settings.tol and last.gap <= run.settings.tol
+        per_sweep[factor] = admm.cg_iterations / admm.sweeps
+    assert per_sweep[1e-4] > per_sweep[1e-1]
+
 def test_admm_reaches_tol_from_the_alm_point():
     problem, _ = random_maxcut(40, 0.3, seed=5)
     run = _run_for(problem)
@@ -166,7 +190,7 @@ def test_admm_reaches_tol_from_the_alm_point():
     for _ in alm.run():
         pass
     admm = ADMMPhase(run.op, run.state, run.settings, ProblemNorms.of(problem), max_sweeps=2000, reopt=False,
-                     rho_max=run.settings.lorads.rho_max)
+                     rho_max=run.settings.lorads.rho_max, cg_factor=DEFAULT_TUNING.admm_cg_tolerance[0])
     rows = list(admm.run())
     assert admm.outcome is PhaseOutcome.CONVERGED
     last = rows[-1]

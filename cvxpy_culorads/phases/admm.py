@@ -38,13 +38,14 @@ class ADMMPhase:
     """Phase II on a :class:`SolverState`; iterate with ``for progress in phase.run(): ...``."""
 
     def __init__(self, op, state: SolverState, settings, norms, *, max_sweeps: int, reopt: bool,
-                 rho_max: float):
+                 rho_max: float, cg_factor: float):
         self.op, self.state, self.settings, self.norms = op, state, settings, norms
         self.backend = op.backend
         self.kernels = op.kernels
         self.max_sweeps = max_sweeps
         self.reopt = reopt
         self.rho_max = rho_max
+        self.cg_factor = cg_factor  # CG tolerance, times the last sweep's primal infeasibility
         self.sweeps = 0
         self.cg_iterations = 0
         self.outcome: PhaseOutcome | None = None  # set when the phase ends
@@ -99,7 +100,7 @@ class ADMMPhase:
         check_every = 1 if self.backend.on_host else 4
         for _ in range(self.max_sweeps):
             shift = -st.lam - st.rho * op.b  # S = s C + A*(shift)
-            cg_tol = max(min((1e-4 if self.reopt else 1e-2) * pinf, 1e-8), 1e-14)
+            cg_tol = max(min(self.cg_factor * pinf, 1e-8), 1e-14)
             self.U = self._solve_factor(shift, self.V, self.U, cg_tol, check_every)
             self.V = self._solve_factor(shift, self.U, self.V, cg_tol, check_every)
             self.kernels.average(self.U, self.V, out=st.R)  # in place: no n x r temporaries

@@ -220,7 +220,8 @@ def _two_phases(run: Run, switch_tol: float | None = None) -> Step | None:
         return stop
     rho_max = _switch_to_admm(run.state, run.settings)
     return _run_admm(run, ADMMPhase(run.op, run.state, run.settings, run.norms,
-                                    max_sweeps=run.settings.lorads.max_admm_iter, reopt=False, rho_max=rho_max))
+                                    max_sweeps=run.settings.lorads.max_admm_iter, reopt=False, rho_max=rho_max,
+                                    cg_factor=run.tuning.admm_cg_tolerance[0]))
 
 
 def _run_alm(run: Run, alm: ALMPhase) -> Step | None:
@@ -316,4 +317,4 @@ def _reoptimise(run: Run) -> Step | None:
         return stop
     rho_max = _switch_to_admm(st, settings)
     return _run_admm(run, ADMMPhase(run.op, st, settings, run.norms, max_sweeps=settings.lorads.max_admm_iter,
-                                    reopt=True, rho_max=rho_max))
+                                    reopt=True, rho_max=rho_max, cg_factor=run.tuning.admm_cg_tolerance[1]))

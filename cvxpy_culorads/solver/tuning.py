@@ -24,6 +24,9 @@ class Tuning:
     """Re-optimisation rounds of the ALM/ADMM strategy at ``lorads.reopt_level`` 0, 1 and 2."""
     reopt_alm_outer: int = 3
     """ALM outer iterations of one re-optimisation round."""
+    admm_cg_tolerance: tuple[float, float] = (1e-2, 1e-4)
+    """Phase II's CG tolerance, times the last sweep's primal infeasibility (capped at 1e-8), in the first run and in
+    the re-optimisation rounds (decision record "completion-phase-two")."""
     max_escapes: int = 5
     """Rank increases driven by a negative eigenvalue of the dual slack, per solve."""
     riemannian_first_target: float = 10.0
