@@ -1,4 +1,4 @@
-"""The interior-point method's step lengths: the distances to the boundary of the cone that ``_StepBounds`` estimates
+"""The interior-point method's step lengths: the distances to the boundary of the cone that ``StepBounds`` estimates
 (exact eigenvalues for small orders, Lanczos above) against eigvalsh, one transfer to the host per estimate, the check
 that catches an overshooting estimate, and solves that keep their optimum with the estimates."""
 import math
@@ -8,8 +8,8 @@ import pytest
 
 from cvxpy_culorads import Status, read_sdpa, solve
 from cvxpy_culorads.backends.backend import CpuBackend
-from cvxpy_culorads.phases import interior_point
-from cvxpy_culorads.phases.interior_point import _StepBounds
+from cvxpy_culorads.phases import interior_point, step_lengths
+from cvxpy_culorads.phases.step_lengths import StepBounds
 
 from support import data_file, sdplib_optimum
 
@@ -17,7 +17,7 @@ ORDERS = (6, 40, 97, 150)  # the first below the exact order, the others estimat
 
 
 class _Stack:
-    """What ``_StepBounds`` reads of a stack: its members and their order."""
+    """What ``StepBounds`` reads of a stack: its members and their order."""
 
     def __init__(self, count, n):
         self.blocks, self.n = [None] * count, n
@@ -50,15 +50,15 @@ def _distances(bounds, X, dX, S, dS, lp=NO_LP):
 @pytest.fixture
 def lanczos_above_32(monkeypatch):
     """The device's rule on the host: exact eigenvalues up to order 32, Lanczos above."""
-    monkeypatch.setattr(interior_point, "EXACT_STEP_ORDER_HOST", interior_point.BATCHED_EIGEN_ORDER)
+    monkeypatch.setattr(step_lengths, "EXACT_STEP_ORDER_HOST", step_lengths.BATCHED_EIGEN_ORDER)
 
 
 @pytest.mark.parametrize("case", ["indefinite", "nearly singular X", "positive semidefinite"])
 def test_the_estimated_distance_is_the_exact_one_and_never_past_the_boundary(case, lanczos_above_32):
     rng = np.random.default_rng(ORDERS.index(6) + len(case))
     counts = (3, 2, 1, 2)
-    bounds = _StepBounds([_Stack(k, n) for k, n in zip(counts, ORDERS)], CpuBackend())
-    assert bounds.exact == [True, False, False, False] and bounds.steps == interior_point.LANCZOS_STEPS
+    bounds = StepBounds([_Stack(k, n) for k, n in zip(counts, ORDERS)], CpuBackend())
+    assert bounds.exact == [True, False, False, False] and bounds.steps == step_lengths.LANCZOS_STEPS
     assert len(bounds.groups) == 1  # orders 40, 97 padded to 150 in one product
     X = [_positive_definite(k, n, rng, 1e-7 if case == "nearly singular X" else 0.1) for k, n in zip(counts, ORDERS)]
     S = [_positive_definite(k, n, rng) for k, n in zip(counts, ORDERS)]
@@ -86,7 +86,7 @@ def test_each_congruence_is_estimated_alone_in_the_padded_batch(lanczos_above_32
     # direction is zero (a Lanczos breakdown at once) limits nothing
     rng = np.random.default_rng(5)
     orders, counts = (40, 150), (2, 1)
-    bounds = _StepBounds([_Stack(k, n) for k, n in zip(counts, orders)], CpuBackend())
+    bounds = StepBounds([_Stack(k, n) for k, n in zip(counts, orders)], CpuBackend())
     assert [n for _, n, _ in bounds.groups] == [150, 40]
     X = [_positive_definite(k, n, rng) for k, n in zip(counts, orders)]
     S = [_positive_definite(k, n, rng) for k, n in zip(counts, orders)]
@@ -99,7 +99,7 @@ def test_each_congruence_is_estimated_alone_in_the_padded_batch(lanczos_above_32
 
 def test_the_lp_part_and_lost_definiteness_limit_the_distance(lanczos_above_32):
     rng = np.random.default_rng(2)
-    bounds = _StepBounds([_Stack(2, 50)], CpuBackend())
+    bounds = StepBounds([_Stack(2, 50)], CpuBackend())
     X, S = [_positive_definite(2, 50, rng)], [_positive_definite(2, 50, rng)]
     dX, dS = [0.01 * _symmetric(2, 50, rng)], [0.01 * _symmetric(2, 50, rng)]
     lp = ((np.array([1.0, 2.0, 3.0]), np.array([0.5, -4.0, -1.0])), (np.ones(2), np.ones(2)))
@@ -116,7 +116,7 @@ def test_one_transfer_to_the_host_per_estimate(lanczos_above_32, monkeypatch):
     monkeypatch.setattr(backend, "to_host", lambda a: transfers.append(a) or np.asarray(a))
     rng = np.random.default_rng(4)
     counts = (3, 2, 1, 2)
-    bounds = _StepBounds([_Stack(k, n) for k, n in zip(counts, ORDERS)], backend)
+    bounds = StepBounds([_Stack(k, n) for k, n in zip(counts, ORDERS)], backend)
     M = [_positive_definite(k, n, rng) for k, n in zip(counts, ORDERS)]
     D = [_symmetric(k, n, rng) for k, n in zip(counts, ORDERS)]
     _distances(bounds, M, D, M, D, ((np.ones(3), -np.ones(3)),) * 2)
@@ -126,7 +126,7 @@ def test_one_transfer_to_the_host_per_estimate(lanczos_above_32, monkeypatch):
 @pytest.mark.parametrize("name", ["theta1", "theta2", "control5"])
 def test_solves_with_estimated_step_lengths_keep_their_optimum(name, lanczos_above_32):
     problem = read_sdpa(data_file("sdplib", f"{name}.dat-s"))
-    assert max(problem.block_sizes) > interior_point.BATCHED_EIGEN_ORDER
+    assert max(problem.block_sizes) > step_lengths.BATCHED_EIGEN_ORDER
     result = solve(problem, device="cpu", algorithm="interior_point", time_limit=60.0)
     assert result.status is Status.OPTIMAL, result.summary()
     # on control5 the method ends 2e-6 from the reference optimum with exact eigenvalues too
@@ -136,16 +136,16 @@ def test_solves_with_estimated_step_lengths_keep_their_optimum(name, lanczos_abo
 def test_a_step_past_the_boundary_is_caught_and_taken_from_exact_eigenvalues(lanczos_above_32, monkeypatch):
     # estimates three times the true distance: the factorisation of the moved iterates fails and the side takes
     # its exact distance; the solve still ends at the optimum
-    estimate, exact = _StepBounds.distances, interior_point._exact_distance
+    estimate, exact = StepBounds.distances, interior_point.exact_distance
     fallbacks = []
-    monkeypatch.setattr(_StepBounds, "distances", lambda self, *args: tuple(3 * d for d in estimate(self, *args)))
-    monkeypatch.setattr(interior_point, "_exact_distance", lambda *args: fallbacks.append(1) or exact(*args))
+    monkeypatch.setattr(StepBounds, "distances", lambda self, *args: tuple(3 * d for d in estimate(self, *args)))
+    monkeypatch.setattr(interior_point, "exact_distance", lambda *args: fallbacks.append(1) or exact(*args))
     result = solve(read_sdpa(data_file("sdplib", "theta1.dat-s")), device="cpu", algorithm="interior_point")
     assert fallbacks and result.status is Status.OPTIMAL, result.summary()
     assert -result.primal_objective == pytest.approx(sdplib_optimum("theta1"), rel=1e-6)
 
 
 def test_without_matrices_only_the_lp_part_limits_the_distance():
-    bounds = _StepBounds([], CpuBackend())
+    bounds = StepBounds([], CpuBackend())
     lp = ((np.array([1.0, 2.0]), np.array([-4.0, 1.0])), (np.ones(2), np.ones(2)))
     assert bounds.distances(([], []), ([], []), lp) == (0.25, math.inf)

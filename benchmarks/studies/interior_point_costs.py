@@ -48,7 +48,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import cvxpy_culorads as cl  # noqa: E402
 from cvxpy_culorads.backends.backend import select_backend  # noqa: E402
 from cvxpy_culorads.backends.memory import interior_point_fits, interior_point_routes  # noqa: E402
-from cvxpy_culorads.phases import interior_point  # noqa: E402
+from cvxpy_culorads.phases import step_lengths  # noqa: E402
 from cvxpy_culorads.phases.interior_point import InteriorPointPhase, interior_point_backend  # noqa: E402
 from cvxpy_culorads.solver.costs import interior_point_iteration_parts  # noqa: E402
 
@@ -123,12 +123,12 @@ def exact_distances(bounds, factors, directions, lp_parts) -> tuple[float, float
             if not bool(xp.isfinite(L_inv).all()):
                 smallest = math.nan
                 break
-            values = interior_point._each(xp.linalg.eigvalsh, L_inv @ d @ L_inv.swapaxes(-1, -2), xp,
-                                          interior_point.BATCHED_EIGEN_ORDER)
+            values = step_lengths.each(xp.linalg.eigvalsh, L_inv @ d @ L_inv.swapaxes(-1, -2), xp,
+                                          step_lengths.BATCHED_EIGEN_ORDER)
             smallest = min(smallest, float(values[:, 0].min()))
         negative = dv < 0
         ratio = float((-v[negative] / dv[negative]).min()) if v.size and bool(negative.any()) else math.inf
-        distances.append(interior_point._boundary_distance(smallest, ratio))
+        distances.append(step_lengths.boundary_distance(smallest, ratio))
     return distances[0], distances[1]
 
 
@@ -152,7 +152,7 @@ def _row(name: str, device: str, iterations: int, time_limit: float, steps: str)
     method_backend = interior_point_backend(problem, backend)
     on_gpu = not method_backend.on_host
     timer = IterationTimer()
-    reference = mock.patch.object(interior_point._StepBounds, "distances", exact_distances) if steps == "exact" \
+    reference = mock.patch.object(step_lengths.StepBounds, "distances", exact_distances) if steps == "exact" \
         else contextlib.nullcontext()
     with timer.installed(method_backend), reference:
         result = cl.solve(problem, device=device, algorithm="interior_point", max_iter=iterations,
@@ -211,11 +211,11 @@ def main(argv=None) -> int:
     parser.add_argument("--time-limit", type=float, default=20.0, help="seconds per instance")
     parser.add_argument("--exact-steps", action="store_true",
                         help="also solve each instance with the step lengths of exact eigenvalues (the reference)")
-    parser.add_argument("--batched-factor-order", type=int, default=interior_point.BATCHED_FACTOR_ORDER,
+    parser.add_argument("--batched-factor-order", type=int, default=step_lengths.BATCHED_FACTOR_ORDER,
                         help="the largest order whose inverses and Cholesky factors are one batched call")
     parser.add_argument("--out", default=str(Path(__file__).resolve().parents[1] / "results" / "interior_point_costs"))
     args = parser.parse_args(argv)
-    interior_point.BATCHED_FACTOR_ORDER = args.batched_factor_order
+    step_lengths.BATCHED_FACTOR_ORDER = args.batched_factor_order
     variants = ("estimated", "exact") if args.exact_steps else ("estimated",)
     rows = [row for name in args.sizes.split(",") for steps in variants
             if (row := _row(name, args.device, args.iterations, args.time_limit, steps)) is not None]

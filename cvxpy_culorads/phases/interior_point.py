@@ -9,7 +9,8 @@ method with the HKM direction and Mehrotra's predictor-corrector, as in SDPT3 an
 against the array namespace so it runs on either backend (the solve's, or the host's when every block is tiny:
 :func:`interior_point_backend`): per iteration one m x m Cholesky factorisation, and per block inverses and a Cholesky
 factorisation of order n_k and, for the step lengths, the smallest eigenvalues of two congruences of order n_k (exact
-for small orders, Lanczos estimates checked by the next factorisation above: :class:`_StepBounds`). Blocks of equal
+for small orders, Lanczos estimates checked by the next factorisation above:
+:class:`~cvxpy_culorads.phases.step_lengths.StepBounds`). Blocks of equal
 order are held stacked, as one (k, n, n) array (:class:`_Stack`), so that their products, their constraint operators
 and (for small orders) their decompositions are one batched call per order rather than one per block
 (quantum-chemistry problems have 22 blocks of 8 orders; on a GPU each call is launches and a synchronisation).
@@ -37,6 +38,7 @@ from cvxpy_culorads.backends.memory import INTERIOR_POINT_BAND_ENTRIES, interior
 from cvxpy_culorads.certify.certificates import DENSE_ROUNDING
 from cvxpy_culorads.certify.measures import relative_gap
 from cvxpy_culorads.phases.state import Progress, SolverState
+from cvxpy_culorads.phases.step_lengths import StepBounds, cholesky, exact_distance, or_nan
 from cvxpy_culorads.problem.sdp import BlockCoefficients
 
 __all__ = ["InteriorPointPhase", "interior_point_backend"]
@@ -64,26 +66,6 @@ DENSE_LP_ENTRIES = 10 ** 6
 MAX_SHIFT = 1e-6
 REFINEMENTS = 2
 FACTOR_CUTOFF = 1e-13  # eigenvalues of X_k below this share of the largest are left out of the factor
-# The largest orders whose stacks are decomposed in one batched call: inverses and Cholesky factorisations (cuBLAS's
-# batched LU, cuSOLVER's batched Cholesky: any order, and on the 2-RDM problems' stacks of four blocks of order 147 one
-# call instead of four), and eigenvalues (cuSOLVER's batched Jacobi solver takes orders up to 32). Larger matrices
-# are decomposed one call each, where the arithmetic outweighs the call. NumPy runs the same LAPACK routine per matrix
-# either way.
-BATCHED_FACTOR_ORDER = 256
-BATCHED_EIGEN_ORDER = 32
-# Step lengths: the smallest eigenvalue of each congruence L^-1 dX L^-T (``_StepBounds``) is exact up to an order
-# (on the device BATCHED_EIGEN_ORDER, what cuSOLVER's batched Jacobi solver takes: above it one launch-bound call per
-# matrix; on the host EXACT_STEP_ORDER_HOST, below which LAPACK's eigvalsh costs less than the Lanczos steps' NumPy
-# calls, decision record "interior-point-stacks") and above it estimated by LANCZOS_STEPS Lanczos steps (as SDPT3's
-# steplength for orders up to 900); a step whose new vector is shorter than LANCZOS_BREAKDOWN times the matrix's
-# norm has found an invariant subspace.
-EXACT_STEP_ORDER_HOST = 100
-LANCZOS_STEPS = 30
-LANCZOS_BREAKDOWN = 1e-12
-# Stacks of different orders share one Lanczos run, padded with zeros to the largest of them, while the padded
-# entries stay within this factor of their own: fewer calls (a launch each on a GPU) for a bounded copy (NH2's orders
-# 35 to 490 make three such groups)
-LANCZOS_PADDING = 2.0
 
 
 class _Block:
@@ -301,7 +283,7 @@ class InteriorPointPhase:
         self.best = None  # (worst error estimate, X blocks, x, y)
         self.best_iteration = 0
         self.X, self.S, self.x, self.s, self.y = self._starting_point(problem)
-        self.bounds = _StepBounds(self.stacks, backend)
+        self.bounds = StepBounds(self.stacks, backend)
         self.cholesky = None  # the Cholesky factors of the stacks of X and S, once a step has checked them
 
     # ------------------------------------------------------------------ set-up
@@ -450,14 +432,14 @@ class InteriorPointPhase:
     def _inverse_factors(self):
         """((L_X^-1 per stack, L_S^-1 per stack), S^-1 per stack) from the Cholesky factors of X and S (those the last
         step checked, ``_take_step``), with one transfer to the host: S^-1 is None where rounding has made one S
-        singular; a side whose factors are not finite (lost definiteness) gets step length 0 (``_StepBounds``)."""
+        singular; a side whose factors are not finite (lost definiteness) gets step length 0 (``StepBounds``)."""
         xp = self.xp
         if self.cholesky is None:
-            self.cholesky = [[_cholesky(M, xp) for M in side] for side in (self.X, self.S)]
-        boundaries = tuple([_or_nan(xp.linalg.inv, L, xp) for L in side] for side in self.cholesky)
+            self.cholesky = [[cholesky(M, xp) for M in side] for side in (self.X, self.S)]
+        boundaries = tuple([or_nan(xp.linalg.inv, L, xp) for L in side] for side in self.cholesky)
         # S^-1 from LU, not as L_S^-T L_S^-1: that exactly symmetric inverse changes the iterates (decision record
         # "interior-point-stacks")
-        Z = [_or_nan(xp.linalg.inv, S, xp) for S in self.S]
+        Z = [or_nan(xp.linalg.inv, S, xp) for S in self.S]
         return boundaries, (Z if self._all_finite(Z)[0] else None)
 
     def _all_finite(self, *groups) -> list[bool]:
@@ -471,22 +453,22 @@ class InteriorPointPhase:
     def _take_step(self, direction, boundaries, lengths) -> None:
         """Moves the iterates by the step lengths (primal, dual, fraction of the distances), each side's new matrices
         factorised (the factors serve the next iteration, ``_inverse_factors``); a side whose factorisation fails,
-        where an estimated distance overshot the boundary (``_StepBounds``), takes the fraction of its exact
+        where an estimated distance overshot the boundary (``StepBounds``), takes the fraction of its exact
         distance instead."""
         xp = self.xp
         alpha_p, alpha_d, fraction = lengths
         dX, dS, dx, ds, dy = direction
         sides = [(self.X, dX, self.x, dx, alpha_p), (self.S, dS, self.s, ds, alpha_d)]
         moved = [[M + alpha * d for M, d in zip(stacks, directions)] for stacks, directions, _, _, alpha in sides]
-        cholesky = [[_cholesky(M, xp) for M in side] for side in moved]
-        for index, finite in enumerate(self._all_finite(*cholesky)):
+        factors = [[cholesky(M, xp) for M in side] for side in moved]
+        for index, finite in enumerate(self._all_finite(*factors)):
             if not finite:
                 stacks, directions, v, dv, _ = sides[index]
-                alpha = min(1.0, fraction * _exact_distance(boundaries[index], directions, v, dv, xp))
+                alpha = min(1.0, fraction * exact_distance(boundaries[index], directions, v, dv, xp))
                 sides[index] = (stacks, directions, v, dv, alpha)
                 moved[index] = [M + alpha * d for M, d in zip(stacks, directions)]
-                cholesky[index] = [_cholesky(M, xp) for M in moved[index]]
-        (self.X, self.S), self.cholesky = moved, cholesky
+                factors[index] = [cholesky(M, xp) for M in moved[index]]
+        (self.X, self.S), self.cholesky = moved, factors
         alpha_p, alpha_d = sides[0][4], sides[1][4]
         self.x = self.x + alpha_p * dx
         self.s = self.s + alpha_d * ds
@@ -583,7 +565,7 @@ class InteriorPointPhase:
 
     def _step_lengths(self, direction, boundaries, fraction):
         """(primal, dual step length, fraction) keeping the iterates positive definite: the distance to the boundary
-        along the direction (``_StepBounds``) times ``fraction``, or with None times 0.9 + 0.09 min(1, distances)
+        along the direction (``StepBounds``) times ``fraction``, or with None times 0.9 + 0.09 min(1, distances)
         (closer to the boundary when the step is long, as in SDPT3). ``boundaries``: the inverse Cholesky factors of
         the stacks of X and of S (``_inverse_factors``)."""
         dX, dS, dx, ds, _ = direction
@@ -629,162 +611,6 @@ def _sym(M):
 def _norms(M, xp):
     """The Frobenius norm of each matrix of a stack."""
     return xp.sqrt((M * M).sum(axis=(-2, -1)))
-
-
-def _each(decomposition, stack, xp, batched_order: int):
-    """``decomposition`` of each matrix of a (k, n, n) stack, stacked: one batched call up to order
-    ``batched_order``, else one call per matrix."""
-    if stack.shape[-1] <= batched_order:
-        return decomposition(stack)
-    return xp.stack([decomposition(matrix) for matrix in stack])
-
-
-def _or_nan(decomposition, stack, xp):
-    """``decomposition`` of each matrix of a stack (:func:`_each`), NaN where NumPy raises: CuPy returns NaN itself,
-    so that failures are read, like any other value, in the pass's one transfer."""
-    try:
-        return _each(decomposition, stack, xp, BATCHED_FACTOR_ORDER)
-    except np.linalg.LinAlgError:
-        return xp.full(stack.shape, xp.nan)
-
-
-def _cholesky(X, xp):
-    """The Cholesky factor of each matrix of a stack; NaN where one is not positive definite."""
-    return _or_nan(xp.linalg.cholesky, X, xp)
-
-
-def _congruence(L_inv, dX):
-    """L^-1 dX L^-T of each matrix of a stack: X + alpha dX stays positive definite while 1 + alpha lambda > 0 for
-    its eigenvalues lambda (X = L L')."""
-    return L_inv @ dX @ L_inv.swapaxes(-1, -2)
-
-
-def _smallest_eigenvalues(stack, xp, batched_order: int):
-    """The smallest eigenvalue of each matrix of a symmetric stack (:func:`_each`); NaN for a matrix that is not
-    finite (NumPy's eigvalsh raises on it)."""
-    finite = xp.isfinite(stack).all(axis=(-2, -1))
-    values = _each(xp.linalg.eigvalsh, xp.where(finite[:, None, None], stack, 0.0), xp, batched_order)[:, 0]
-    return xp.where(finite, values, xp.nan)
-
-
-def _boundary_distance(smallest: float, lp_ratio: float) -> float:
-    """The largest step along a direction from the smallest eigenvalue of the congruences (:func:`_congruence`, inf
-    where there are none) and the LP part's smallest ratio; 0 where either is NaN (rounding has cost definiteness)."""
-    if math.isnan(smallest) or math.isnan(lp_ratio):
-        return 0.0
-    return min(math.inf if smallest >= 0 else -1.0 / smallest, lp_ratio)
-
-
-def _lp_ratio(x, dx, xp):
-    """min -x_j / dx_j over dx_j < 0 (inf where none is), on the device."""
-    if x.size == 0:
-        return xp.full(1, xp.inf)
-    decreasing = dx < 0
-    return xp.where(decreasing, x / xp.where(decreasing, -dx, 1.0), xp.inf).min(keepdims=True)
-
-
-def _exact_distance(factors, directions, x, dx, xp) -> float:
-    """The distance to the boundary along ``directions`` from every congruence's exact eigenvalues (batched up to
-    ``BATCHED_EIGEN_ORDER``, one call per matrix above): the fallback where an estimate overshot."""
-    minima = [_smallest_eigenvalues(_congruence(L_inv, d), xp, BATCHED_EIGEN_ORDER)
-              for L_inv, d in zip(factors, directions)]
-    *smallest, lp_ratio = xp.concatenate(minima + [_lp_ratio(x, dx, xp)]).tolist()  # one transfer
-    return _boundary_distance(min(smallest, default=math.inf), lp_ratio)
-
-
-class _StepBounds:
-    """The distances to the boundary of the primal and the dual cone along a direction, for all stacks at once with one
-    transfer to the host: per stack the smallest eigenvalue of the congruences L^-1 dX L^-T (:func:`_congruence`) of
-    its members on both sides, exactly (eigvalsh) up to ``exact_order``, else estimated by ``LANCZOS_STEPS`` steps of
-    Lanczos (the kernel set's ``lanczos_tridiagonals``: on a GPU one launch per product; stacks of near orders padded
-    into one product, ``LANCZOS_PADDING``; no host synchronisation) and lowered by the residual bound as in SDPT3's
-    steplength. An estimate may still overshoot: the step it allows is checked by factorising the moved iterates
-    (``InteriorPointPhase._take_step``)."""
-
-    def __init__(self, stacks, backend):
-        self.xp, self.to_host, self.kernels = backend.xp, backend.to_host, backend.kernels()
-        exact_order = EXACT_STEP_ORDER_HOST if backend.on_host else BATCHED_EIGEN_ORDER
-        self.exact = [stack.n <= exact_order for stack in stacks]
-        # the Lanczos stacks by decreasing order, grouped into padded products: (first row, order, [(stack, row)])
-        large = sorted((i for i, exact in enumerate(self.exact) if not exact), key=lambda i: -stacks[i].n)
-        self.groups, rows, padded, own = [], 0, 0, 0
-        for i in large:
-            k, n = 2 * len(stacks[i].blocks), stacks[i].n
-            if self.groups and (padded + k * self.groups[-1][1] ** 2) <= LANCZOS_PADDING * (own + k * n * n):
-                padded, own = padded + k * self.groups[-1][1] ** 2, own + k * n * n
-            else:
-                self.groups.append((rows, n, []))
-                padded = own = k * n * n
-            self.groups[-1][2].append((i, rows))
-            rows += k
-        self.first_rows = [first for first, _, _ in self.groups] + [rows]
-        # the side of each congruence (0: primal, 1: dual) in the order they reach the host: exact ones, then Lanczos
-        sides = [np.repeat([0, 1], len(stack.blocks)) for stack in stacks]
-        self.sides = np.concatenate([side for side, exact in zip(sides, self.exact) if exact]
-                                    + [sides[i] for i in large] + [np.zeros(0)])
-        width = stacks[large[0]].n if large else 0
-        self.steps = min(LANCZOS_STEPS, width)
-        # a fixed random start per congruence: a start orthogonal to the wanted eigenvector has probability 0
-        start = np.zeros((rows, width))
-        rng = np.random.default_rng(0)
-        for _, _, members in self.groups:
-            for i, row in members:
-                start[row:row + 2 * len(stacks[i].blocks), :stacks[i].n] = rng.standard_normal(
-                    (2 * len(stacks[i].blocks), stacks[i].n))
-        start /= np.maximum(np.linalg.norm(start, axis=1, keepdims=True), 1e-300)
-        self.start = self.xp.asarray(start)
-
-    def distances(self, factors, directions, lp_parts) -> tuple[float, float]:
-        """(primal, dual) distances: ``factors`` the inverse Cholesky factors of the stacks of X and of S,
-        ``directions`` the stacks of dX and dS, ``lp_parts`` ((x, dx), (s, ds))."""
-        xp = self.xp
-        congruences = [xp.concatenate([_congruence(L_x, d_x), _congruence(L_s, d_s)])
-                       for L_x, L_s, d_x, d_s in zip(*factors, *directions)]
-        minima = [_smallest_eigenvalues(C, xp, C.shape[-1]) for C, exact in zip(congruences, self.exact) if exact]
-        parts = minima + [_lp_ratio(v, dv, xp) for v, dv in lp_parts]
-        if self.groups:
-            products = [self._padded([congruences[i] for i, _ in members], [row - first for _, row in members], n)
-                        for first, n, members in self.groups]
-            runs = [self.kernels.lanczos_tridiagonals(product, self.start[first:end, :product.shape[-1]], self.steps,
-                                                      LANCZOS_BREAKDOWN)
-                    for product, first, end in zip(products, self.first_rows, self.first_rows[1:])]
-            parts += [xp.concatenate([run[side] for run in runs]).ravel() for side in (0, 1)]  # alphas, betas
-        values = self.to_host(xp.concatenate(parts))
-        exact_count = sum(minimum.size for minimum in minima)
-        smallest = values[:exact_count]
-        lp_ratios = values[exact_count:exact_count + 2]
-        if self.groups:
-            alphas, betas = values[exact_count + 2:].reshape(2, -1, self.steps)
-            smallest = np.concatenate([smallest, _ritz_lower_estimates(alphas, betas)])
-        return tuple(_boundary_distance(smallest[self.sides == side].min(initial=math.inf), lp_ratios[side])
-                     for side in (0, 1))
-
-    def _padded(self, stacks, rows, n):
-        """The stacks (of orders up to ``n``) as one (rows, n, n) array, each from its row on, padded with zeros."""
-        if len(stacks) == 1:
-            return stacks[0]  # the group's largest order is its first
-        out = self.xp.zeros((rows[-1] + stacks[-1].shape[0], n, n))
-        for stack, row in zip(stacks, rows):
-            out[row:row + stack.shape[0], :stack.shape[-1], :stack.shape[-1]] = stack
-        return out
-
-
-def _ritz_lower_estimates(alphas, betas):
-    """Per Lanczos run (rows of ``alphas``, ``betas``, on the host): its smallest Ritz value less SDPT3's bound on
-    its error, min(r, r^2 / gap) with r the Ritz pair's residual and gap the distance to the next Ritz value less that
-    one's residual (Kato-Temple); NaN where the run was not finite."""
-    count, steps = alphas.shape
-    finite = np.isfinite(alphas).all(axis=1) & np.isfinite(betas).all(axis=1)
-    T = np.zeros((count, steps, steps))
-    diagonal, off = np.arange(steps), np.arange(steps - 1)
-    T[:, diagonal, diagonal] = np.where(finite[:, None], alphas, 0.0)
-    T[:, off, off + 1] = T[:, off + 1, off] = np.where(finite[:, None], betas[:, :-1], 0.0)
-    values, vectors = np.linalg.eigh(T)
-    residuals = np.abs(np.where(finite, betas[:, -1], 0.0)[:, None] * vectors[:, -1, :2])
-    gap = values[:, 1] - values[:, 0] - residuals[:, 1]
-    error = np.where(gap > 0, np.minimum(residuals[:, 0], residuals[:, 0] ** 2 / np.maximum(gap, 1e-300)),
-                     residuals[:, 0])
-    return np.where(finite, values[:, 0] - error, np.nan)
 
 
 def _psd_factor(X, xp):
