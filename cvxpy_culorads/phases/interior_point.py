@@ -284,7 +284,7 @@ class InteriorPointPhase:
         self.best_iteration = 0
         self.X, self.S, self.x, self.s, self.y = self._starting_point(problem)
         self.bounds = StepBounds(self.stacks, backend)
-        self.cholesky = None  # the Cholesky factors of the stacks of X and S, once a step has checked them
+        self.checked_factors = None  # the Cholesky factors of the stacks of X and S, once a step has checked them
 
     # ------------------------------------------------------------------ set-up
     def _starting_point(self, problem):
@@ -434,9 +434,9 @@ class InteriorPointPhase:
         step checked, ``_take_step``), with one transfer to the host: S^-1 is None where rounding has made one S
         singular; a side whose factors are not finite (lost definiteness) gets step length 0 (``StepBounds``)."""
         xp = self.xp
-        if self.cholesky is None:
-            self.cholesky = [[cholesky(M, xp) for M in side] for side in (self.X, self.S)]
-        boundaries = tuple([or_nan(xp.linalg.inv, L, xp) for L in side] for side in self.cholesky)
+        if self.checked_factors is None:
+            self.checked_factors = [[cholesky(M, xp) for M in side] for side in (self.X, self.S)]
+        boundaries = tuple([or_nan(xp.linalg.inv, L, xp) for L in side] for side in self.checked_factors)
         # S^-1 from LU, not as L_S^-T L_S^-1: that exactly symmetric inverse changes the iterates (decision record
         # "interior-point-stacks")
         Z = [or_nan(xp.linalg.inv, S, xp) for S in self.S]
@@ -468,7 +468,7 @@ class InteriorPointPhase:
                 sides[index] = (stacks, directions, v, dv, alpha)
                 moved[index] = [M + alpha * d for M, d in zip(stacks, directions)]
                 factors[index] = [cholesky(M, xp) for M in moved[index]]
-        (self.X, self.S), self.cholesky = moved, factors
+        (self.X, self.S), self.checked_factors = moved, factors
         alpha_p, alpha_d = sides[0][4], sides[1][4]
         self.x = self.x + alpha_p * dx
         self.s = self.s + alpha_d * ds
