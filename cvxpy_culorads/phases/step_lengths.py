@@ -23,7 +23,7 @@ __all__ = ["StepBounds", "cholesky", "each", "exact_distance", "or_nan"]
 # either way.
 BATCHED_FACTOR_ORDER = 256
 BATCHED_EIGEN_ORDER = 32
-# Step lengths: the smallest eigenvalue of each congruence L^-1 dX L^-T (``_StepBounds``) is exact up to an order
+# Step lengths: the smallest eigenvalue of each congruence L^-1 dX L^-T (``StepBounds``) is exact up to an order
 # (on the device BATCHED_EIGEN_ORDER, what cuSOLVER's batched Jacobi solver takes: above it one launch-bound call per
 # matrix; on the host EXACT_STEP_ORDER_HOST, below which LAPACK's eigvalsh costs less than the Lanczos steps' NumPy
 # calls, decision record "interior-point-stacks") and above it estimated by LANCZOS_STEPS Lanczos steps (as SDPT3's
