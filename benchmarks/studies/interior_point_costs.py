@@ -15,12 +15,13 @@ calls of ``_schur`` and ``_factorise``, and the rest, synchronising the device a
 synchronisations per iteration to what a solve does); the first iteration, which includes one-off work (CuPy kernel
 compilation), is left out of the medians. Instances beyond the method's size limits are listed and skipped.
 The rest (total less Schur formation and factorisation) is split into the step lengths (``_step_lengths``: the
-boundary distances, ``step_lengths.StepBounds``), the inverses and Cholesky factors (``_inverse_factors`` and ``_take_step``,
-which factorises the moved iterates) and the directions (``_direction``); what remains is the residuals and the
-iteration's bookkeeping. ``--exact-steps`` solves each instance a second time with the step lengths of exact
-eigenvalues, one eigvalsh per matrix above order 32 and a host synchronisation per stack (the reference the Lanczos
-estimates replaced, kept here: ``exact_distances``), so that one run compares both; ``--batched-factor-order``
-overrides ``BATCHED_FACTOR_ORDER`` (the largest order whose inverses and Cholesky factors are one batched call).
+boundary distances, ``step_lengths.StepBounds``), the inverses and Cholesky factors (``_inverse_factors`` and
+``_take_step``, which factorises the moved iterates) and the directions (``_direction``); what remains is the
+residuals and the iteration's bookkeeping. ``--exact-steps`` solves each instance a second time with the step
+lengths of exact eigenvalues, one eigvalsh per matrix above order 32 and a host synchronisation per stack (the
+reference the Lanczos estimates replaced, kept here: ``exact_distances``), so that one run compares both;
+``--batched-factor-order`` overrides ``BATCHED_FACTOR_ORDER`` (the largest order whose inverses and Cholesky factors
+are one batched call).
 The fit is a relative non-negative least squares per part: factorisation = schur_cube m^3, Schur formation =
 route_entry (route entries), rest = group (groups) + cube (sum of n^3); it is fitted on the instances whose method
 ran on the device asked for (below block order ``DEVICE_MIN_ORDER`` it runs on the host) and printed as the line to
@@ -112,9 +113,10 @@ class IterationTimer:
 
 
 def exact_distances(bounds, factors, directions, lp_parts) -> tuple[float, float]:
-    """``step_lengths.StepBounds.distances`` as it was before the Lanczos estimates, the reference of ``--exact-steps``: per stack
-    and side the eigenvalues of every congruence L^-1 dX L^-T (one batched call up to ``BATCHED_EIGEN_ORDER``, else one
-    per matrix) and a host synchronisation for its smallest; the LP part's ratio on the host's terms."""
+    """``step_lengths.StepBounds.distances`` as it was before the Lanczos estimates, the reference of
+    ``--exact-steps``: per stack and side the eigenvalues of every congruence L^-1 dX L^-T (one batched call up to
+    ``BATCHED_EIGEN_ORDER``, else one per matrix) and a host synchronisation for its smallest; the LP part's ratio on
+    the host's terms."""
     xp = bounds.xp
     distances = []
     for side_factors, side_directions, (v, dv) in zip(factors, directions, lp_parts):
