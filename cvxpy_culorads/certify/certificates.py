@@ -36,8 +36,8 @@ from cvxpy_culorads.linalg.krylov import (
 )
 from cvxpy_culorads.operators.compressed import gershgorin_radii, symmetric_times
 
-__all__ = ["Eigenpair", "dual_infeasibility", "smallest_eigenpairs", "stationary_multipliers", "farkas_violations",
-           "is_primal_ray"]
+__all__ = ["Eigenpair", "dense_rounding", "dual_infeasibility", "smallest_eigenpairs", "stationary_multipliers",
+           "farkas_violations", "is_primal_ray"]
 
 
 class Eigenpair(NamedTuple):
@@ -153,7 +153,7 @@ def smallest_eigenpairs(matrix, layout, backend, accuracy, seed: int = 0, guesse
     for n, ks in by_size.items():
         values, vectors, norms = _dense_smallest(xp.stack([_block(matrix, layout, k).toarray() for k in ks]), backend)
         # a backward-stable eigensolver's eigenvalues are exact for a matrix within ~n eps ||S|| of S
-        rounding = DENSE_ROUNDING * n * np.finfo(float).eps * norms
+        rounding = dense_rounding(n, norms)
         result.update((k, Eigenpair(float(values[i]), vectors[i], float(rounding[i]))) for i, k in enumerate(ks))
     return [result[k] for k in range(len(layout.sizes))]
 
@@ -173,6 +173,13 @@ def _dense_smallest(blocks, backend) -> tuple[np.ndarray, list, np.ndarray]:
 
 
 DENSE_ROUNDING = 10.0  # safety factor on n eps ||S||_2 for the eigenvalues of a dense decomposition
+
+
+def dense_rounding(n: int, norms):
+    """The error the eigenvalues of a dense decomposition of order-n matrices carry, DENSE_ROUNDING n eps ||S||_2, for
+    ``norms`` upper bounds on their ||S||_2: what the certificate adds to each block's bound."""
+    return DENSE_ROUNDING * n * np.finfo(float).eps * norms
+
 # below this order many small blocks are faster through one batched decomposition (decision record
 # "certificate-schedule")
 SUBSET_MIN_ORDER = 32

@@ -29,6 +29,7 @@ from cvxpy_culorads.hostpasses import abs_median, holds_anywhere, on_own_threads
 from cvxpy_culorads.operators.compressed import (
     constraint_squares,
     coordinate_csr,
+    distinct_positions,
     index_type_for,
     median_row_norm,
     sorted_unique,
@@ -283,11 +284,11 @@ class ShardedBlockOperator(_ShardedOperator):
             local, column, con, val = (xp.concatenate(p) for p in adjoint)
             # the entries of the shard's rows of A*(y), by row then column, and which constraints each is made of
             keys = local * n + column
-            entries = sorted_unique(xp, keys)
+            entries, entry_of, _ = distinct_positions(xp, keys)
             # the first shard, beside the constraint space, reads y itself: its columns are the constraints
-            touched = None if s == 0 else sorted_unique(xp, con)
-            columns, width = (con, m) if touched is None else (xp.searchsorted(touched, con), touched.size)
-            At = coordinate_csr(backend.base, xp.searchsorted(entries, keys).astype(index), columns, val / row_scale,
+            touched, touched_of, _ = (None, con, None) if s == 0 else distinct_positions(xp, con)
+            width = m if touched is None else touched.size
+            At = coordinate_csr(backend.base, entry_of.astype(index), touched_of, val / row_scale,
                                 (entries.size, width), index)
             del keys, local, column, con, val
             own, halo, halo_rows = own_and_halo(backend.base, entries // n, entries % n,
@@ -300,10 +301,10 @@ class ShardedBlockOperator(_ShardedOperator):
             place[lo:hi] = xp.arange(hi - lo, dtype=index)
             place[xp.asarray(halo_rows)] = xp.arange(hi - lo, hi - lo + halo_rows.size, dtype=index)
             keys = row * n + col
-            positions = sorted_unique(xp, keys)
-            owned = sorted_unique(xp, con)
-            A = coordinate_csr(backend.base, xp.searchsorted(owned, con),
-                               xp.searchsorted(positions, keys).astype(index), val, (owned.size, positions.size), index)
+            positions, position_of, _ = distinct_positions(xp, keys)
+            owned, owned_of, _ = distinct_positions(xp, con)
+            A = coordinate_csr(backend.base, owned_of, position_of.astype(index), val, (owned.size, positions.size),
+                               index)
             extended = (place[positions // n], place[positions % n])
             return (own, halo, halo_rows, gather, At, None if touched is None else touched.astype(index), A,
                     owned.astype(index), extended)

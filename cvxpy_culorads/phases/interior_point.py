@@ -35,7 +35,7 @@ import scipy.sparse as sp
 
 from cvxpy_culorads.backends.backend import CpuBackend
 from cvxpy_culorads.backends.memory import INTERIOR_POINT_BAND_ENTRIES, interior_point_groups, route_entries
-from cvxpy_culorads.certify.certificates import DENSE_ROUNDING
+from cvxpy_culorads.certify.certificates import dense_rounding
 from cvxpy_culorads.certify.measures import relative_gap
 from cvxpy_culorads.phases.state import Progress, SolverState
 from cvxpy_culorads.phases.step_lengths import StepBounds, cholesky, exact_distance, or_nan
@@ -373,8 +373,8 @@ class InteriorPointPhase:
     @staticmethod
     def _slack_rounding(stack, S):
         """Per group of a stack, an upper estimate of the rounding the solve's eigenvalues of its slack carry
-        (``certificates.DENSE_ROUNDING`` n eps ||S||_2, with the group's order and ||S||_F)."""
-        return DENSE_ROUNDING * stack.n * np.finfo(float).eps * _norms(S, stack.xp)
+        (``certificates.dense_rounding``, with the group's order and ||S||_F for ||S||_2)."""
+        return dense_rounding(stack.n, _norms(S, stack.xp))
 
     def _measures(self, rp, Rd, rd_lp, nu: int) -> list[float]:
         """(primal objective, dual objective, ||r_p||, mu, the dual residual's norms per block plus the slack's
