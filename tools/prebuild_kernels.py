@@ -5,13 +5,16 @@ Run on a machine with the GPU architecture to build for, before a release or aft
 
     python tools/prebuild_kernels.py            # writes cvxpy_culorads/backends/cuda/prebuilt/<archive>.zip
 
-It points CuPy's kernel cache at an empty folder, solves a catalogue of small problems that together take every
+It points CuPy's kernel cache at a new folder, solves a catalogue of small problems that together take every
 route of the solver (MaxCut on the product of spheres and by ALM/ADMM at a rank in each bucket of the kernels'
 instantiations, θ in both formulations, matrix completion, a problem with several blocks and nonnegative variables
-by the low-rank phases and by the interior-point method on the device, each in every precision; on a machine of
-several GPUs the split path at every rank bucket and halo precision too) and stores the cache's
-entries in one archive named for the CuPy version, the NVRTC version and the architecture. Kernels a solve needs
-that the catalogue did not compile are compiled on first use, as without the archive.
+by the low-rank phases and by the interior-point method on the device, one of equal-order blocks by the
+interior-point method (its stacks), each in every precision; on a machine of several GPUs the split path at every
+rank bucket and halo precision too) and stores the cache's entries in one archive named for the CuPy version, the
+NVRTC version and the architecture. Kernels a solve needs that the catalogue did not compile are compiled on first
+use, as without the archive. The first solve seeds the folder from the package's current archive, as every
+process's does, so the new archive keeps the entries of the one it replaces: ``--only NAME`` compiles the entries
+whose name contains NAME and adds them (a route added on one GPU keeps the split path's entries built on two).
 """
 from __future__ import annotations
 
@@ -35,7 +38,6 @@ def catalogue(devices: int):
     is 2 or more."""
     import numpy as np
 
-    from cvxpy_culorads import SDPProblem
     from cvxpy_culorads.models import (
         bundled_graph,
         completion_problem,
@@ -58,21 +60,13 @@ def catalogue(devices: int):
     rows, cols, values, _ = random_low_rank_instance(300, 300, 3, 9000, seed=1)
     yield "completion", completion_problem(rows, cols, values, (300, 300)), {}
     rng = np.random.default_rng(0)
-    sizes, n_lp = (400, 300), 40
-
-    def block(n):
-        M = rng.standard_normal((n, n)) * (rng.random((n, n)) < 0.02)
-        return M + M.T
-
-    constraints = [[block(n) for n in sizes] for _ in range(30)] + [[np.eye(sizes[0]), None], [None, np.eye(sizes[1])]]
-    A_lp = np.vstack([rng.standard_normal((30, n_lp)), np.zeros((1, n_lp)), np.ones((1, n_lp))])
-    start = [np.eye(n) / n for n in sizes]
-    b = np.array([sum(np.sum(a * x) for a, x in zip(row, start) if a is not None) for row in constraints])
-    b = b + A_lp @ np.full(n_lp, 1.0 / n_lp)
-    mixed = SDPProblem.from_matrices([block(n) + np.eye(n) for n in sizes], constraints, b,
-                                     c_lp=rng.random(n_lp) + 0.5, A_lp=A_lp, name="mixed")
+    mixed = _feasible_blocks((400, 300), 40, rng, "mixed")
     yield "mixed low_rank", mixed, {"algorithm": "alm_admm"}
     yield "mixed interior_point", mixed, {"algorithm": "interior_point"}
+    # the interior-point method's stacks of equal orders above and below the batched decompositions' order 32, small
+    # blocks held together as one matrix, and no nonnegative variables (the quantum-chemistry problems' shapes)
+    stacks = _feasible_blocks((7, 7, 7, 7, 24, 24, 24, 100, 100, 100), 0, np.random.default_rng(1), "stacks")
+    yield "stacks interior_point", stacks, {"algorithm": "interior_point"}
     if devices >= 2:  # a block of order above memory.DENSE_LIMIT, which the split takes
         n = 1200
         i = np.repeat(np.arange(n), 3)
@@ -84,10 +78,33 @@ def catalogue(devices: int):
                                                                       "halo_precision": halo, "max_iter": 300}
 
 
+def _feasible_blocks(sizes, n_lp: int, rng, name: str):
+    """A random SDP with PSD blocks of the orders ``sizes`` and ``n_lp`` nonnegative variables: 30 sparse random
+    constraints and a trace constraint per block (the last one with the variables' sum), feasible at the scaled
+    identity and bounded by the traces."""
+    import numpy as np
+
+    from cvxpy_culorads import SDPProblem
+
+    def block(n):
+        M = rng.standard_normal((n, n)) * (rng.random((n, n)) < 0.02)
+        return M + M.T
+
+    traces = [[np.eye(n) if k == j else None for k in range(len(sizes))] for j, n in enumerate(sizes)]
+    constraints = [[block(n) for n in sizes] for _ in range(30)] + traces
+    A_lp = np.vstack([rng.standard_normal((30, n_lp)), np.zeros((len(sizes) - 1, n_lp)), np.ones((1, n_lp))])
+    start = [np.eye(n) / n for n in sizes]
+    b = np.array([sum(np.sum(a * x) for a, x in zip(row, start) if a is not None) for row in constraints])
+    b = b + A_lp @ np.full(n_lp, 1.0 / max(n_lp, 1))
+    lp = {"c_lp": rng.random(n_lp) + 0.5, "A_lp": A_lp} if n_lp else {}
+    return SDPProblem.from_matrices([block(n) + np.eye(n) for n in sizes], constraints, b, name=name, **lp)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=PREBUILT, help="folder of the archive (default: package data)")
     parser.add_argument("--time-limit", type=float, default=60.0, help="seconds per solve of the catalogue")
+    parser.add_argument("--only", default="", help="solve only the catalogue's entries whose name contains this")
     args = parser.parse_args(argv)
     cache = Path(tempfile.mkdtemp(prefix="culorads_kernels_"))
     os.environ["CUPY_CACHE_DIR"] = str(cache)  # before CuPy is imported: its cache starts empty
@@ -98,6 +115,8 @@ def main(argv=None) -> int:
     from cvxpy_culorads.backends.kernel_cache import archive_name
 
     for name, problem, options in catalogue(cupy.cuda.runtime.getDeviceCount()):
+        if args.only not in name:
+            continue
         for precision in PRECISIONS:
             start = time.perf_counter()
             result = cvxpy_culorads.solve(problem, device="gpu", time_limit=args.time_limit, precision=precision,

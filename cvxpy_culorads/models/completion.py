@@ -14,7 +14,7 @@ import scipy.sparse as sp
 from cvxpy_culorads.backends.cpu_kernels import CpuKernels
 from cvxpy_culorads.hostpasses import strictly_increasing
 from cvxpy_culorads.operators.compressed import sorted_unique
-from cvxpy_culorads.problem.sdp import SDPProblem, _as_index_array, _as_real_array
+from cvxpy_culorads.problem.sdp import SDPProblem, as_index_array, as_real_array
 
 __all__ = ["completion_problem", "random_low_rank_instance", "completion_error"]
 
@@ -32,8 +32,8 @@ def completion_problem(rows, cols, values, shape: tuple[int, int], name: str = "
     n1, n2 = (int(d) for d in shape)
     if n1 < 1 or n2 < 1:
         raise ValueError(f"shape must be two positive sizes, got {shape}")
-    rows, cols = _as_index_array(rows, "rows").ravel(), _as_index_array(cols, "cols").ravel()
-    values = _as_real_array(values, "values").ravel()
+    rows, cols = as_index_array(rows, "rows").ravel(), as_index_array(cols, "cols").ravel()
+    values = as_real_array(values, "values").ravel()
     if not rows.size == cols.size == values.size:
         raise ValueError(f"rows, cols and values have {rows.size}, {cols.size} and {values.size} entries")
     if rows.size and (rows.min() < 0 or rows.max() >= n1 or cols.min() < 0 or cols.max() >= n2):

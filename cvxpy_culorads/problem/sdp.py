@@ -26,7 +26,8 @@ import scipy.sparse as sp
 from cvxpy_culorads.hostpasses import abs_max, abs_sum, holds_anywhere, map_chunks, squares_sum, strictly_increasing
 from cvxpy_culorads.problem.lowrank import LowRank, SparsePlusLowRank
 
-__all__ = ["SDPProblem", "BlockCoefficients", "LowRankCoefficients", "lower_coordinates", "sum_duplicates"]
+__all__ = ["SDPProblem", "BlockCoefficients", "LowRankCoefficients", "lower_coordinates", "sum_duplicates",
+           "as_index_array", "as_real_array"]
 
 
 class BlockCoefficients(NamedTuple):
@@ -93,7 +94,7 @@ def _numeric_array(values, what: str) -> np.ndarray:
     return array
 
 
-def _as_real_array(values, what: str) -> np.ndarray:
+def as_real_array(values, what: str) -> np.ndarray:
     """``values`` as a float64 array of its own shape, every value finite (booleans count as 0 and 1)."""
     array = np.asarray(_numeric_array(values, what), dtype=np.float64)
     if not np.all(np.isfinite(array)):
@@ -101,7 +102,7 @@ def _as_real_array(values, what: str) -> np.ndarray:
     return array
 
 
-def _as_index_array(values, what: str) -> np.ndarray:
+def as_index_array(values, what: str) -> np.ndarray:
     """``values`` as an int64 array of its own shape. Integral floats such as 3.0 are accepted (file readers
     and arithmetic produce them); fractional or non-finite floats and booleans (a mask, not indices) are not."""
     array = _numeric_array(values, what)
@@ -119,9 +120,9 @@ def _as_real_matrix(values, what: str, shape: tuple[int, int] | None = None) -> 
     """A dense or ``scipy.sparse`` matrix of finite real numbers as a COO array, of ``shape`` when given."""
     if sp.issparse(values):
         matrix = sp.coo_array(values)
-        matrix.data = _as_real_array(matrix.data, what)
+        matrix.data = as_real_array(matrix.data, what)
     elif isinstance(values, (np.ndarray, list)) or hasattr(values, "__array__"):
-        dense = _as_real_array(values, what)
+        dense = as_real_array(values, what)
         if dense.ndim != 2:
             raise ValueError(f"{what}: expected a matrix, got an array of shape {dense.shape}")
         matrix = sp.coo_array(dense)
@@ -141,9 +142,9 @@ def _per_block(values, what: str) -> list:
 
 def lower_coordinates(rows, cols, vals, what: str, n: int):
     """Fold coordinates onto the lower triangle; checks types, lengths, range and finiteness."""
-    rows = _as_index_array(rows, f"{what} (row)").ravel()
-    cols = _as_index_array(cols, f"{what} (col)").ravel()
-    vals = _as_real_array(vals, f"{what} (val)").ravel()
+    rows = as_index_array(rows, f"{what} (row)").ravel()
+    cols = as_index_array(cols, f"{what} (col)").ravel()
+    vals = as_real_array(vals, f"{what} (val)").ravel()
     if not (rows.size == cols.size == vals.size):
         raise ValueError(f"{what}: row, col and val must have the same length")
     if rows.size and (rows.min() < 0 or cols.min() < 0 or rows.max() >= n or cols.max() >= n):
@@ -245,7 +246,7 @@ class SDPProblem:
         copy: bool = True,
     ):
         self.name = str(name)
-        self.b = _as_real_array(b, "b").ravel().copy()
+        self.b = as_real_array(b, "b").ravel().copy()
         m = self.b.size
         C, A = _per_block(C, "C"), _per_block(A, "A")
         if len(A) != len(C):
@@ -256,7 +257,7 @@ class SDPProblem:
                 raise ValueError("block_sizes is required when some C_k is None or given as coordinates")
             C = [c if c is None else _as_real_matrix(c, f"C of PSD block {k}") for k, c in enumerate(C)]
             block_sizes = [t.n if c is None else c.shape[0] for c, t in zip(C, C_terms)]
-        sizes = _as_index_array(block_sizes, "block_sizes")
+        sizes = as_index_array(block_sizes, "block_sizes")
         if sizes.ndim != 1:
             raise ValueError(f"block_sizes: expected one size per PSD block, got {reprlib.repr(block_sizes)}")
         if sizes.size != len(C):
@@ -277,7 +278,7 @@ class SDPProblem:
         self.A_low_rank: list[LowRankCoefficients] = self._low_rank_constraints(A_low_rank, m)
         self._expanded: SDPProblem | None = None  # built on first request (``expanded``)
 
-        self.c_lp = np.zeros(0) if c_lp is None else _as_real_array(c_lp, "c_lp").ravel().copy()
+        self.c_lp = np.zeros(0) if c_lp is None else as_real_array(c_lp, "c_lp").ravel().copy()
         self.n_lp = self.c_lp.size
         if A_lp is None and self.n_lp and m:
             raise ValueError("c_lp is given but A_lp is not")
@@ -324,7 +325,7 @@ class SDPProblem:
             con, row, col, val = Ak
         except (TypeError, ValueError):
             raise ValueError(f"{what}: expected (con, row, col, val) coordinates") from None
-        con = _as_index_array(con, f"{what} (con)").ravel()
+        con = as_index_array(con, f"{what} (con)").ravel()
         row, col, val = lower_coordinates(row, col, val, what, n)
         if con.size != val.size:
             raise ValueError(f"{what}: con has {con.size} entries, val has {val.size}")
@@ -345,7 +346,7 @@ class SDPProblem:
             except (TypeError, ValueError):
                 raise ValueError(f"A_low_rank: expected (constraint, block, LowRank) triples, got "
                                  f"{reprlib.repr(entry)}") from None
-            i, k = int(_as_index_array(i, "A_low_rank (constraint)")), int(_as_index_array(k, "A_low_rank (block)"))
+            i, k = int(as_index_array(i, "A_low_rank (constraint)")), int(as_index_array(k, "A_low_rank (block)"))
             if not 0 <= k < self.num_blocks:
                 raise ValueError(f"A_low_rank: PSD block {k} does not exist ({self.num_blocks} blocks)")
             what = f"constraint {i}, PSD block {k}"
