@@ -4,15 +4,16 @@ The data of a problem with n = 1e8 are arrays of 10^8 to 10^9 entries, and what 
 and after the device set-up (norms, trace bounds, fixed diagonals) is a handful of NumPy expressions over each. Run
 whole, an expression uses one core and allocates temporaries the size of its input, which at n = 1e8 costs as much
 time as hundreds of optimisation steps (decision record "host-passes-numpy"). Here an expression is written for one
-slice of the arrays and mapped over chunks of ``CHUNK`` entries by a pool of threads (NumPy releases the
-interpreter's lock inside its loops), so the temporaries stay small and every core takes part. A leaf module: it
-imports nothing of the package.
+slice of the arrays and mapped over chunks of ``CHUNK`` entries (or a size the caller picks: the CPU kernels' row
+blocks) by the calling thread and a pool of threads (NumPy releases the interpreter's lock inside its loops), so the
+temporaries stay small and every core takes part. A leaf module: it imports nothing of the package.
 """
 from __future__ import annotations
 
+import functools
 import os
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 
 import numpy as np
 
@@ -28,19 +29,50 @@ _POOL_LOCK = threading.Lock()
 def _pool() -> ThreadPoolExecutor:
     with _POOL_LOCK:
         if not _POOL:
-            cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-            _POOL.append(ThreadPoolExecutor(max_workers=max(1, min(32, cores)), thread_name_prefix="hostpasses"))
+            _POOL.append(ThreadPoolExecutor(max_workers=_cores(), thread_name_prefix="hostpasses"))
         return _POOL[0]
 
 
-def map_chunks(function, size: int) -> list:
-    """[function(s) for the consecutive slices s of at most ``CHUNK`` entries that cover range(size)], in order; on
-    the pool when there are several (an empty list for size 0)."""
-    chunk = CHUNK
+@functools.cache
+def _cores() -> int:
+    """The pool's threads: the cores this process may run on (at most 32)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return max(1, min(32, cores))
+
+
+def map_chunks(function, size: int, chunk: int | None = None) -> list:
+    """[function(s) for the consecutive slices s of at most ``chunk`` (default ``CHUNK``) entries that cover
+    range(size)], in order (an empty list for size 0). Where there are several, the calling thread and helpers on
+    the pool take the next slice in turn until none is left: a busy core delays no share of fixed size, a call makes
+    one task per helper whatever the slices' count, and a caller that is itself on the pool finishes alone when no
+    worker is free (helpers not started by then are cancelled)."""
+    chunk = chunk or CHUNK
     slices = [slice(start, min(start + chunk, size)) for start in range(0, size, chunk)]
     if len(slices) <= 1:
         return [function(s) for s in slices]
-    return list(_pool().map(function, slices))
+    results = [None] * len(slices)
+    pending = iter(range(len(slices)))
+    lock = threading.Lock()
+
+    def drain():
+        while True:
+            with lock:
+                index = next(pending, None)
+            if index is None:
+                return
+            results[index] = function(slices[index])
+    helpers = [_pool().submit(drain) for _ in range(min(_cores(), len(slices)) - 1)]
+    try:
+        drain()
+    finally:
+        with lock:
+            for _ in pending:  # no slice starts after the caller stops (an exception, Ctrl-C)
+                pass
+        running = [helper for helper in helpers if not helper.cancel()]
+        wait(running)
+    for helper in running:
+        helper.result()  # raises a helper's exception
+    return results
 
 
 def on_own_threads(function, items) -> list:

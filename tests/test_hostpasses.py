@@ -35,6 +35,21 @@ def test_chunks_cover_the_range_in_order(monkeypatch):
     assert hostpasses.map_chunks(lambda s: 1 / 0, 0) == [] and hostpasses.abs_max(x[:0]) == 0.0
 
 
+def test_chunks_run_on_the_caller_and_the_pool_and_their_errors_reach_the_caller(monkeypatch):
+    monkeypatch.setattr(hostpasses, "CHUNK", 4)
+
+    def nested(s):  # a chunk that maps chunks itself: the pool's workers may all be busy with its siblings
+        return sum(hostpasses.map_chunks(lambda t: t.stop - t.start, 40))
+    assert hostpasses.map_chunks(nested, 103) == [40] * 26
+
+    def failing(s):
+        if s.start == 48:
+            raise ValueError(s.start)
+        return s.start
+    with pytest.raises(ValueError, match="48"):
+        hostpasses.map_chunks(failing, 103)
+
+
 def _problems():
     rng = np.random.default_rng(3)
     graph = sp.random_array((40, 40), density=0.15, rng=rng)

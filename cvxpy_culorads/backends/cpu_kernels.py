@@ -5,13 +5,18 @@ two-loop recursion on coefficients, the exact line search's scalars, the conjuga
 the sphere kernels); the GPU set (:mod:`cvxpy_culorads.backends.gpu_kernels`) must agree with it to rounding, which
 ``tests/test_gpu_kernels.py`` checks on random data. The kernels of the Riemannian phase also take float32 factors
 (``Settings.precision="mixed"``): they store float32, sum in float64 and compute row formulas in float64 before
-rounding once, as the GPU kernels do (``tests/test_precision.py``).
+rounding once, as the GPU kernels do (``tests/test_precision.py``). The kernels of factor-sized arrays in the
+Riemannian step work in row blocks of about ``_BLOCK`` entries on the host's thread pool: each block's chain of
+operations reads the arrays once while they are in cache, and their temporaries are per-thread scratch of the block's
+size, not fresh factor-sized arrays (decision record "cpu-step-blocks").
 """
 from __future__ import annotations
 
+import threading
 import time
 
 import numpy as np
+from scipy.sparse import _sparsetools
 
 from cvxpy_culorads.backends.kernels import (
     ALL_CAPABILITIES,
@@ -20,10 +25,49 @@ from cvxpy_culorads.backends.kernels import (
     lbfgs_coefficients,
     symmetric_from_upper,
 )
+from cvxpy_culorads.hostpasses import map_chunks
 
 __all__ = ["CpuKernels"]
 
 _CHUNK = 1 << 16  # pattern entries per NumPy pass: bounds the |chunk| x r temporaries
+# entries of a row block of the factor-sized kernels: 512 KB in float64, so that the few arrays of a block's chain
+# stay in a core's cache; smaller blocks pay more in the interpreter than they gain in the cache (decision record
+# "cpu-step-blocks")
+_BLOCK = 1 << 16
+_LOCAL = threading.local()  # each thread's scratch arrays (``_scratch``)
+
+
+def _map_rows(function, rows: int, width: int) -> list:
+    """[function(s) for the consecutive row slices s that cover range(rows)], in order, each of about ``_BLOCK``
+    entries (rows of ``width`` entries), on the host's thread pool when there are several. A row kernel written for
+    one block reads each array once while the block is in cache, and its temporaries are ``_scratch`` arrays of the
+    block's size, never of the factor's (a fresh factor-sized array costs its page faults on every call)."""
+    return map_chunks(function, rows, chunk=max(1, _BLOCK // max(width, 1)))
+
+
+def _scratch(slot: str, shape: tuple, dtype=np.float64) -> np.ndarray:
+    """An array of ``shape`` and ``dtype`` in this thread's memory named ``slot``, reused by every later call
+    (contents undefined): the temporaries of one row block (``_map_rows``). A kernel's block takes its first
+    intermediate in "block", a second in "term"; :func:`_tangent_rows` takes "normal". So a thread holds three
+    buffers of ``_BLOCK`` float64 whatever the kernels."""
+    buffers = _LOCAL.__dict__.setdefault("buffers", {})
+    dtype = np.dtype(dtype)
+    size = int(np.prod(shape)) * dtype.itemsize
+    buffer = buffers.get(slot)
+    if buffer is None or buffer.size < size:
+        buffer = buffers[slot] = np.empty(max(size, 8 * _BLOCK), np.uint8)
+    return buffer[:size].view(dtype).reshape(shape)
+
+
+def _tangent_rows(Z, X, squares, scale, out):
+    """out_i = scale (z_i - (z_i . x_i / squares_i) x_i) for the rows of one block, in float64 rounded to ``out``'s
+    type (``out`` may be Z); returns the dots z_i . x_i."""
+    dots = _row_dots(Z, X)
+    normal = _scratch("normal", Z.shape)
+    np.multiply(X, (dots / squares)[:, None], out=normal)
+    np.subtract(Z, normal, out=normal)
+    np.multiply(normal, scale, out=out)
+    return dots
 
 
 def _rows(X, index):
@@ -48,21 +92,37 @@ def _vdot(x, y):
 
 
 def _gram_matrix(vectors):
-    """The Gram matrix of arrays of one shape in one pass over them, in blocks, summed in float64."""
+    """The Gram matrix of arrays of one shape, summed in float64: BLAS dots of every pair on contiguous float64
+    views (float32 arrays widened in scratch, in chunks), which beat a product of the stacked arrays (OpenBLAS is
+    slow for so few rows)."""
+    count = len(vectors)
     flat = [v.reshape(-1) for v in vectors]
-    gram = np.zeros((len(flat), len(flat)))
-    for s in range(0, flat[0].size, _CHUNK):
-        block = np.stack([v[s:s + _CHUNK] for v in flat]).astype(np.float64, copy=False)
-        gram += block @ block.T
-    return gram
+    gram = np.zeros((count, count))
+    wide64 = flat[0].dtype == np.float64
+    step = _BLOCK if wide64 else max(1, _BLOCK // count)  # float32: the widened chunks in one block's scratch
+    for s in range(0, flat[0].size, step):
+        if wide64:
+            wide = [v[s:s + step] for v in flat]
+        else:
+            wide = _scratch("block", (count, min(step, flat[0].size - s)))
+            for row, v in zip(wide, flat):
+                row[...] = v[s:s + step]
+        for i in range(count):
+            for j in range(i, count):
+                gram[i, j] += np.dot(wide[i], wide[j])
+    return gram + np.triu(gram, 1).T
 
 
-def _combination(vectors, coefficients):
-    """sum_j coefficients[j] vectors[j] in float64, whatever the vectors store."""
-    out = coefficients[0] * vectors[0].astype(np.float64, copy=False)
+def _combination_rows(vectors, coefficients, s):
+    """sum_j coefficients[j] vectors[j][s] for the rows s of one block, in float64 (whatever the vectors store) in
+    the thread's "block" scratch."""
+    combined = _scratch("block", vectors[0][s].shape)
+    np.multiply(vectors[0][s], coefficients[0], out=combined, dtype=np.float64)
+    term = _scratch("term", combined.shape)
     for c, v in zip(coefficients[1:], vectors[1:]):
-        out += c * v
-    return out
+        np.multiply(v[s], c, out=term, dtype=np.float64)
+        combined += term
+    return combined
 
 
 class CpuKernels(RowSpace):
@@ -169,7 +229,12 @@ class CpuKernels(RowSpace):
     @staticmethod
     def lbfgs_combine(vectors, coefficients):
         """sum_j coefficients[j] vectors[j], summed in float64 and stored as the vectors are."""
-        return _combination(vectors, coefficients).astype(vectors[0].dtype, copy=False)
+        out = np.empty_like(vectors[0])
+
+        def block(s):
+            out[s] = _combination_rows(vectors, coefficients, s)
+        _map_rows(block, len(out), out.size // max(len(out), 1))
+        return out
 
     @staticmethod
     def lbfgs_sphere_direction(G, pairs, products, X, squares, update=False):
@@ -178,18 +243,23 @@ class CpuKernels(RowSpace):
         coefficients (:func:`lbfgs_coefficients`), one combination in float64 -- projected in the same pass onto the
         tangent space at the rows of X (squared norms ``squares``, as :meth:`sphere_tangent`) and rounded once to G's
         type. ``pairs``: (s, y, ...) tuples, oldest first. With ``update`` the newest pair still holds the previous
-        point and gradient and becomes (X - it, G - it) in place first (the GPU does it within the Gram pass). Writes
+        point and gradient and becomes (X - it, G - it) in place first, within the Gram pass. Writes
         (<G, G>, <D, G>) to ``products``."""
-        if update:
-            s, y = pairs[-1][:2]
-            CpuKernels.scale_add(s, -1.0, X, 1.0)
-            CpuKernels.scale_add(y, -1.0, G, 1.0)
         vectors = [G] + [v for pair in pairs for v in pair[:2]]
-        coefficients, products[0], products[1] = lbfgs_coefficients(_gram_matrix(vectors))
-        combined = _combination(vectors, coefficients)
-        along = _row_dots(combined, X) / squares
-        combined -= along[:, None] * X
-        return combined.astype(G.dtype, copy=False)
+        n, r = G.shape
+
+        def gram(s):
+            if update:
+                np.subtract(X[s], vectors[-2][s], out=vectors[-2][s])
+                np.subtract(G[s], vectors[-1][s], out=vectors[-1][s])
+            return _gram_matrix([v[s] for v in vectors])
+        coefficients, products[0], products[1] = lbfgs_coefficients(sum(_map_rows(gram, n, r)))
+        D = np.empty_like(G)
+
+        def combine(s):
+            _tangent_rows(_combination_rows(vectors, coefficients, s), X[s], squares[s], 1.0, D[s])
+        _map_rows(combine, n, r)
+        return D
 
     @staticmethod
     def line_search_products(AW, Avals, b, lam, rho, R, D, CD, out):
@@ -261,8 +331,13 @@ class CpuKernels(RowSpace):
     @staticmethod
     def scale_add(x, a, y, b):
         """x = a x + b y in place (returns x)."""
-        x *= a
-        x += b * y
+        def block(s):
+            part = x[s]
+            part *= a
+            term = _scratch("block", y[s].shape, np.result_type(y, b))
+            np.multiply(y[s], b, out=term)
+            part += term
+        _map_rows(block, len(x), x.size // max(len(x), 1))
         return x
 
     @staticmethod
@@ -357,8 +432,7 @@ class CpuKernels(RowSpace):
     def sphere_tangent(Z, X, squares, scale, out):
         """out_i = scale (z_i - (z_i . x_i / squares_i) x_i) for every row i (the tangent part of z_i at the row x_i
         of norm sqrt(squares_i)), in float64, rounded to ``out``'s type; ``out`` may be Z."""
-        along = _row_dots(Z, X) / squares
-        np.multiply(Z - along[:, None] * X, scale, out=out)
+        _map_rows(lambda s: _tangent_rows(Z[s], X[s], squares[s], scale, out[s]), *Z.shape)
         return out
 
     @staticmethod
@@ -368,10 +442,12 @@ class CpuKernels(RowSpace):
         precision): f(P(Y)) = sum_i (y_i . (C y)_i) (2 - |y_i|^2 / squares_i) to first order in the rows' rounding,
         and the decrease gains <R_new, C R> - <R, C R_new> (zero for exact products of a symmetric C), so that the
         products' rounding enters it times the step only. Sums in float64."""
-        new, old = _row_dots(R_new, CR_new), _row_dots(R, CR)
-        projected = new @ (2.0 - _row_dots(R_new, R_new) / squares)
-        decrease = projected - old @ (2.0 - _row_dots(R, R) / squares) + _vdot(R_new, CR) - _vdot(R, CR_new)
-        return np.array([projected, decrease, _vdot(CR_new, CR_new)])
+        def block(s):
+            projected = _row_dots(R_new[s], CR_new[s]) @ (2.0 - _row_dots(R_new[s], R_new[s]) / squares[s])
+            kept = _row_dots(R[s], CR[s]) @ (2.0 - _row_dots(R[s], R[s]) / squares[s])
+            cross = _row_dots(R_new[s], CR[s]).sum() - _row_dots(R[s], CR_new[s]).sum()
+            return np.array([projected, projected - kept + cross, _row_dots(CR_new[s], CR_new[s]).sum()])
+        return sum(_map_rows(block, *R.shape))
 
     @staticmethod
     def sphere_product_gradient(matrix, R, squares, scale, gradient, product=None) -> float:
@@ -379,25 +455,40 @@ class CpuKernels(RowSpace):
         :meth:`sphere_tangent`) and, given ``product``, C R itself: the GPU takes all three in one pass and writes C R
         only where it is kept. C R is summed in float64 and rounded to R's type (as :meth:`csr_matmul` into an
         ``out`` of that type) before the rows' dots and the projection use it, so the results are the unfused ones'."""
-        CR = (matrix @ R).astype(R.dtype, copy=False)
-        if product is not None:
-            product[...] = CR
-        dots = _row_dots(CR, R)
-        normal = (dots / squares)[:, None] * R  # float64; the one temporary of factor size besides C R
-        np.subtract(CR, normal, out=normal)
-        np.multiply(normal, scale, out=gradient)
-        return float(dots.sum())
+        n, r = R.shape
+        # SciPy's CSR kernel on a block's rows (the public product would copy the matrix's slice) takes float64
+        # operands: a float32 factor is widened once, since a block's product reads rows from anywhere in it
+        wide = np.ascontiguousarray(R, dtype=np.float64).ravel()
+        data = matrix.data.astype(np.float64, copy=False)
+
+        def block(s):
+            CR = _scratch("block", (s.stop - s.start, r))
+            CR.fill(0.0)
+            _sparsetools.csr_matvecs(s.stop - s.start, matrix.shape[1], r, matrix.indptr[s.start:s.stop + 1],
+                                     matrix.indices, data, wide, CR.ravel())
+            if R.dtype != np.float64:
+                rounded = _scratch("term", CR.shape, R.dtype)
+                np.copyto(rounded, CR)
+                CR = rounded
+            if product is not None:
+                product[s] = CR
+            return _tangent_rows(CR, R[s], squares[s], scale, gradient[s]).sum()
+        return float(sum(_map_rows(block, n, r)))
 
     @staticmethod
     def sphere_retract(X, D, tau, roots, out):
         """out_i = roots_i (x_i + tau d_i) / |x_i + tau d_i| for every row i (a zero row becomes roots_i e_1), in
         float64, rounded to ``out``'s type (which may differ from X's: a float32 factor projected into float64)."""
-        moved = np.multiply(D, tau, dtype=np.float64)
-        moved += X
-        norms = np.sqrt(_row_dots(moved, moved))
-        zero = norms == 0.0
-        moved[zero] = 0.0
-        moved[zero, 0] = 1.0
-        norms[zero] = 1.0
-        np.multiply(moved, (roots / norms)[:, None], out=out)
+        def block(s):
+            moved = _scratch("block", D[s].shape)
+            np.multiply(D[s], tau, out=moved, dtype=np.float64)
+            moved += X[s]
+            norms = np.sqrt(_row_dots(moved, moved))
+            zero = norms == 0.0
+            if zero.any():
+                moved[zero] = 0.0
+                moved[zero, 0] = 1.0
+                norms[zero] = 1.0
+            np.multiply(moved, (roots[s] / norms)[:, None], out=out[s])
+        _map_rows(block, *X.shape)
         return out
