@@ -51,7 +51,10 @@ def test_there_are_several_blocks_and_a_short_last_one():
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("keep", (False, True))
-def test_product_gradient(dtype, keep, block):
+@pytest.mark.parametrize("scipy_kernel", (True, False))
+def test_product_gradient(dtype, keep, scipy_kernel, block, monkeypatch):
+    if not scipy_kernel:  # the public product, where SciPy no longer has its private CSR kernel
+        monkeypatch.setattr(cpu_kernels, "_csr_matvecs", None)
     (X,) = _random(dtype, 1)
     C = sp.random(N, N, density=5.0 / N, random_state=1, format="csr")
     C = (C + C.T).tocsr()

@@ -16,7 +16,11 @@ import threading
 import time
 
 import numpy as np
-from scipy.sparse import _sparsetools
+
+try:  # SciPy's CSR kernel, on a range of rows without copying them; private, so not relied on
+    from scipy.sparse._sparsetools import csr_matvecs as _csr_matvecs
+except ImportError:  # pragma: no cover - a SciPy that moved it
+    _csr_matvecs = None
 
 from cvxpy_culorads.backends.kernels import (
     ALL_CAPABILITIES,
@@ -463,9 +467,12 @@ class CpuKernels(RowSpace):
 
         def block(s):
             CR = _scratch("block", (s.stop - s.start, r))
-            CR.fill(0.0)
-            _sparsetools.csr_matvecs(s.stop - s.start, matrix.shape[1], r, matrix.indptr[s.start:s.stop + 1],
-                                     matrix.indices, data, wide, CR.ravel())
+            if _csr_matvecs is None:
+                CR[...] = matrix[s] @ wide.reshape(n, r)
+            else:
+                CR.fill(0.0)
+                _csr_matvecs(s.stop - s.start, matrix.shape[1], r, matrix.indptr[s.start:s.stop + 1],
+                             matrix.indices, data, wide, CR.ravel())
             if R.dtype != np.float64:
                 rounded = _scratch("term", CR.shape, R.dtype)
                 np.copyto(rounded, CR)
