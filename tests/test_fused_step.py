@@ -85,6 +85,20 @@ def test_sphere_direction_forms_the_newest_pair_in_place(dtype):
     assert np.array_equal(D, expected) and np.array_equal(products, expected_products)
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_directions_given_memory_write_the_same_values_there(dtype):
+    # the phase hands the directions the memory of arrays it dropped (``out``)
+    _, X, squares, vectors = _data(250, 5, 2, dtype, seed=7)
+    G, pairs = vectors[0], [(vectors[1], vectors[2]), (vectors[3], vectors[4])]
+    records = [CPU.lbfgs_pair(s, y) for s, y in pairs]
+    for direction in (lambda products, out=None: CPU.lbfgs_sphere_direction(G, pairs, products, X, squares, out=out),
+                      lambda products, out=None: CPU.lbfgs_direction(G, records, products, out)):
+        out, products, expected_products = np.full_like(G, np.nan), np.empty(2), np.empty(2)
+        expected = direction(expected_products)
+        assert direction(products, out) is out
+        assert np.array_equal(out, expected) and np.array_equal(products, expected_products)
+
+
 def _unfused(monkeypatch):
     monkeypatch.setattr(CpuKernels, "capabilities", ALL_CAPABILITIES - {Capability.FUSED_STEP})
 
@@ -191,6 +205,22 @@ def test_gpu_sphere_direction_matches_numpy(dtype, pairs, update):
     assert dproducts.get() == pytest.approx(products, rel=1e-9)
     for host, dev in zip(host_vectors, dvectors):  # the updated pair too
         _close(dev.get(), host.astype(np.float64), dtype)
+
+
+@gpu
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_gpu_directions_given_memory_write_the_same_values_there(dtype):
+    from cvxpy_culorads.backends.gpu_kernels import GpuKernels
+    _, X, squares, vectors = _data(4000, 56, 2, dtype, seed=13)
+    dX, dsquares, G, *rest = _device(X, squares, *vectors)
+    pairs = [(rest[0], rest[1]), (rest[2], rest[3])]
+    for direction in (lambda products, out=None: GpuKernels.lbfgs_sphere_direction(G, pairs, products, dX, dsquares,
+                                                                                   out=out),
+                      lambda products, out=None: GpuKernels.lbfgs_direction(G, pairs, products, out)):
+        out, products, expected_products = _device(np.full(G.shape, np.nan, dtype), np.empty(2), np.empty(2))
+        expected = direction(expected_products)
+        assert direction(products, out) is out
+        assert bool((out == expected).all()) and bool((products == expected_products).all())
 
 
 @gpu

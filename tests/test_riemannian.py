@@ -5,14 +5,20 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from cvxpy_culorads import LowRank, SDPProblem, Status, solve
+from cvxpy_culorads import LowRank, SDPProblem, Settings, Status, solve
 from cvxpy_culorads.backends.backend import select_backend
+from cvxpy_culorads.backends.cpu_kernels import CpuKernels
+from cvxpy_culorads.backends.kernels import ALL_CAPABILITIES, Capability
 from cvxpy_culorads.certify.bounds import FixedDiagonals
+from cvxpy_culorads.distributed import simulated_backend
+from cvxpy_culorads.distributed.kernels import ShardedKernels
 from cvxpy_culorads.models import maxcut_problem
 from cvxpy_culorads.operators.compressed import BlockLayout, CompressedOperator
 from cvxpy_culorads.phases import riemannian
 from cvxpy_culorads.phases.riemannian import Spheres
+from cvxpy_culorads.solver import run as solver_run
 from cvxpy_culorads.solver import strategies
+from cvxpy_culorads.solver.tuning import Tuning
 
 from support import DEVICES, clarabel_value, primal_residual, random_maxcut, random_mixed_problem
 
@@ -185,12 +191,32 @@ def test_the_spheres_start_wider_than_the_alm_phases():
     assert first_ranks(rank_factor=3.0) == first_ranks(rank_factor=3.0, algorithm="alm_admm") == (19,)
 
 
-def test_its_peak_holds_few_factor_sized_arrays(monkeypatch):
-    # NumPy reports its allocations to tracemalloc: the most the phase held beyond its start, in n x r arrays. The
-    # point's C R goes before the line search and D with it before the next gradient (NumPy's temporaries count too:
-    # 10.2 at this size; 12.2 when both were kept). The CPU kernels' row blocks keep scratch arrays of a fixed size
-    # per thread (1.5 MB, 0.4 of these arrays): a solve before tracing makes them, so that only arrays that grow with
-    # the factor are counted
+# the step's variants: fused (one device, double or mixed precision), unfused, and split over simulated shards (halo
+# rows exchanged in double or, in every run, in single precision)
+STEP_VARIANTS = {"fused": {}, "mixed": {"precision": "mixed"}, "unfused": {"unfused": True},
+                 "shards": {"devices": 2, "shard_order": "given"},
+                 "rounded shards": {"devices": 2, "shard_order": "given", "halo_precision": "single",
+                                    "tuning": Tuning(rounded_halo_target=0.0)}}
+
+
+def _step_variant(monkeypatch, name: str) -> dict:
+    """The solve's options of a step variant (``STEP_VARIANTS``), with the patches it needs."""
+    options = dict(STEP_VARIANTS[name])
+    if options.pop("unfused", False):
+        monkeypatch.setattr(CpuKernels, "capabilities", ALL_CAPABILITIES - {Capability.FUSED_STEP})
+    monkeypatch.setattr(solver_run, "sharded_backend", simulated_backend)
+    return options
+
+
+@pytest.mark.parametrize("variant", STEP_VARIANTS)
+def test_its_peak_holds_few_factor_sized_arrays(monkeypatch, variant):
+    # NumPy reports its allocations to tracemalloc: the most the phase held beyond its start, in n x r float64 arrays.
+    # The point's C R goes before the line search and D with it before the next gradient (NumPy's temporaries count
+    # too: 10.2 at this size; 12.2 when both were kept); the memory a step drops waits for the next step's arrays
+    # only, never more of it than they take. The CPU kernels' row blocks keep scratch arrays of a fixed size per
+    # thread (1.5 MB, 0.4 of these arrays): a solve before tracing makes them, so that only arrays that grow with the
+    # factor are counted
+    options = _step_variant(monkeypatch, variant)
     n, r = 100_000, 5
     rng = np.random.default_rng(4)
     edges = rng.integers(0, n, (2, 2 * n))
@@ -206,11 +232,43 @@ def test_its_peak_holds_few_factor_sized_arrays(monkeypatch):
             yield from run(phase)
         finally:
             peaks.append((tracemalloc.get_traced_memory()[1] - start) / (8 * n * r))
-    solve(problem, device="cpu", rank=r, max_iter=20)
+    solve(problem, device="cpu", rank=r, max_iter=20, **options)
     monkeypatch.setattr(riemannian.RiemannianPhase, "run", traced)
     tracemalloc.start()
     try:
-        solve(problem, device="cpu", rank=r, max_iter=20)
+        solve(problem, device="cpu", rank=r, max_iter=20, **options)
     finally:
         tracemalloc.stop()
     assert peaks and max(peaks) <= 11.0
+
+
+@pytest.mark.parametrize("variant", STEP_VARIANTS)
+def test_its_steps_take_the_memory_that_earlier_steps_dropped(monkeypatch, variant):
+    # once L-BFGS holds its pairs, a step's direction, trial point, C R and gradient take the memory of what the steps
+    # before dropped (a direction, a C R, the pair given up), so that a CPU step maps no new pages: a run's new
+    # factor-sized arrays (``empty_like`` of its kernel set, which the phase asks for them) all come in its first
+    # steps, before its pairs are full
+    options = _step_variant(monkeypatch, variant)
+    active, fresh = [], []  # the phase whose loop runs (not its last products, ``_finish``); its steps at new arrays
+    run, finish = riemannian.RiemannianPhase.run, riemannian.RiemannianPhase._finish
+
+    def traced(phase):
+        active.append(phase)
+        yield from run(phase)
+
+    def finishing(phase):
+        active.clear()
+        finish(phase)
+
+    for kernels in (CpuKernels, ShardedKernels):
+        def counted(self, x, new=kernels.empty_like):
+            if active:
+                fresh.append(active[-1].steps)
+            return new(self, x)
+        monkeypatch.setattr(kernels, "empty_like", counted)
+    monkeypatch.setattr(riemannian.RiemannianPhase, "run", traced)
+    monkeypatch.setattr(riemannian.RiemannianPhase, "_finish", finishing)
+    problem, _ = random_maxcut(1500, 0.004, seed=3)
+    result = solve(problem, device="cpu", rank=6, max_iter=80, algorithm="low_rank", **options)
+    assert result.iterations["riemannian"] == 80
+    assert fresh and max(fresh) <= Settings().lorads.lbfgs_memory + 2

@@ -199,11 +199,12 @@ class CpuKernels(RowSpace):
         return s, y, np.where(ok, 1.0 / np.where(ok, sy, 1.0), 0.0), np.where(ok, sy / np.where(ok, yy, 1.0), 1.0)
 
     @staticmethod
-    def lbfgs_direction(G, pairs, products):
+    def lbfgs_direction(G, pairs, products, out=None):
         """D = -H G by the two-loop recursion (H0 = gamma I of the newest pair; ``pairs`` from
-        :meth:`lbfgs_pair`, oldest first); writes (<G, G>, <D, G>) to ``products``. D is stored as G is, the
-        coefficients and products are float64."""
-        q = G.copy()
+        :meth:`lbfgs_pair`, oldest first), in ``out`` where given; writes (<G, G>, <D, G>) to ``products``. D is stored
+        as G is, the coefficients and products are float64."""
+        q = np.empty_like(G) if out is None else out
+        q[...] = G
         alphas = []
         for s, y, inv_sy, _ in reversed(pairs):
             alpha = inv_sy * _vdot(s, q)
@@ -231,9 +232,9 @@ class CpuKernels(RowSpace):
         return coefficients
 
     @staticmethod
-    def lbfgs_combine(vectors, coefficients):
-        """sum_j coefficients[j] vectors[j], summed in float64 and stored as the vectors are."""
-        out = np.empty_like(vectors[0])
+    def lbfgs_combine(vectors, coefficients, out=None):
+        """sum_j coefficients[j] vectors[j], summed in float64 and stored as the vectors are, in ``out`` where given."""
+        out = np.empty_like(vectors[0]) if out is None else out
 
         def block(s):
             out[s] = _combination_rows(vectors, coefficients, s)
@@ -241,14 +242,14 @@ class CpuKernels(RowSpace):
         return out
 
     @staticmethod
-    def lbfgs_sphere_direction(G, pairs, products, X, squares, update=False):
+    def lbfgs_sphere_direction(G, pairs, products, X, squares, update=False, out=None):
         """D = P_X(-H G): the L-BFGS direction of :meth:`lbfgs_direction` (H0 = gamma I of the newest pair) in the
         compact form the GPU takes it -- the Gram matrix of (G, s_0, y_0, ...) in one pass, the recursion on its
         coefficients (:func:`lbfgs_coefficients`), one combination in float64 -- projected in the same pass onto the
         tangent space at the rows of X (squared norms ``squares``, as :meth:`sphere_tangent`) and rounded once to G's
         type. ``pairs``: (s, y, ...) tuples, oldest first. With ``update`` the newest pair still holds the previous
-        point and gradient and becomes (X - it, G - it) in place first, within the Gram pass. Writes
-        (<G, G>, <D, G>) to ``products``."""
+        point and gradient and becomes (X - it, G - it) in place first, within the Gram pass. D goes to ``out`` where
+        given. Writes (<G, G>, <D, G>) to ``products``."""
         vectors = [G] + [v for pair in pairs for v in pair[:2]]
         n, r = G.shape
 
@@ -258,7 +259,7 @@ class CpuKernels(RowSpace):
                 np.subtract(G[s], vectors[-1][s], out=vectors[-1][s])
             return _gram_matrix([v[s] for v in vectors])
         coefficients, products[0], products[1] = lbfgs_coefficients(sum(_map_rows(gram, n, r)))
-        D = np.empty_like(G)
+        D = np.empty_like(G) if out is None else out
 
         def combine(s):
             _tangent_rows(_combination_rows(vectors, coefficients, s), X[s], squares[s], 1.0, D[s])

@@ -117,35 +117,38 @@ def lbfgs_recursion(upper, count: int, products):
     return coef
 
 
-def lbfgs_combine(vectors, coef):
-    """sum_j coef[j] vectors[j] (``coef`` a device vector) in one pass, stored as the vectors are."""
+def lbfgs_combine(vectors, coef, out=None):
+    """sum_j coef[j] vectors[j] (``coef`` a device vector) in one pass, stored as the vectors are (in ``out``, of their
+    shape and type, where given)."""
     K, L, ftype = _checked_lbfgs_vectors(vectors)
-    out = cupy.empty_like(vectors[0])
+    out = cupy.empty_like(vectors[0]) if out is None else out
+    _checked_lbfgs_vectors([vectors[0], out])
     kernel(f"lbfgs_combine_kernel<{K}, {ftype}>")((_reduce_grid(L),), (REDUCE_THREADS,), _vector_args(vectors) + (
         np.int64(L), coef, out))
     return out
 
 
-def lbfgs_direction(G, pairs, products):
-    """D = -H G by the two-loop recursion, writing (<G, G>, <D, G>) to ``products`` (at most 4 pairs): one Gram pass
-    with the recursion in its epilogue, one combination."""
+def lbfgs_direction(G, pairs, products, out=None):
+    """D = -H G by the two-loop recursion (in ``out`` where given), writing (<G, G>, <D, G>) to ``products`` (at most 4
+    pairs): one Gram pass with the recursion in its epilogue, one combination."""
     vectors = [G] + [v for pair in pairs for v in pair]
     coef = cupy.empty(len(vectors))
     _lbfgs_gram_pass(vectors, True, coef, products)
-    return lbfgs_combine(vectors, coef)
+    return lbfgs_combine(vectors, coef, out)
 
 
-def lbfgs_sphere_direction(G, pairs, products, X, squares, update=False):
+def lbfgs_sphere_direction(G, pairs, products, X, squares, update=False, out=None):
     """:meth:`GpuKernels.lbfgs_sphere_direction`: the Gram pass (the newest pair updated in it where ``update``) with
-    the recursion in its epilogue, then one pass that combines and projects row by row (at most 4 pairs)."""
+    the recursion in its epilogue, then one pass that combines and projects row by row (at most 4 pairs), into ``out``
+    (of G's shape and type) where given."""
     vectors = [G] + [v for pair in pairs for v in pair[:2]]
     count = len(vectors)
-    n, r, ftype = _row_arrays(G, X)
+    out = cupy.empty_like(G) if out is None else out
+    n, r, ftype = _row_arrays(G, X, out)
     if squares.dtype != np.float64 or squares.shape != (n,) or (update and count < 3):
         raise ValueError("lbfgs_sphere_direction: squares must be a float64 vector of the rows; update needs a pair")
     coef = cupy.empty(count)
     _lbfgs_gram_pass(vectors, True, coef, products, X if update else None)
-    out = cupy.empty_like(G)
     lanes = lanes_for_rank(r)
     kernel(f"lbfgs_tangent_combine_kernel<{count}, {lanes}, {ftype}>")(grid(n, lanes), (BLOCK,), _vector_args(
         vectors) + (X, squares, coef, out, np.int64(n), np.int32(r)))

@@ -177,18 +177,20 @@ class ShardedKernels:
         """The record of one pair: the pair itself (its weights come out of the next direction's Gram matrix)."""
         return s, y
 
-    def lbfgs_direction(self, G, pairs, products):
+    def lbfgs_direction(self, G, pairs, products, out=None):
         """The recursion on coefficients (:func:`kernels.lbfgs_coefficients`) without the host: each shard's part of
         the Gram matrix of (G, s_0, y_0, ...) in one pass, one all-reduce of those few sums into every device, the
-        recursion on each device (``products`` written by the first), each shard's combination in one pass (why not on
-        the host: docs/decisions/distributed-device-reductions.md)."""
+        recursion on each device (``products`` written by the first), each shard's combination in one pass, into
+        ``out``'s parts where given (why not on the host: docs/decisions/distributed-device-reductions.md)."""
         shards, xp = self.shards, self.shards.backend.xp
         vectors = [G] + [v for pair in pairs for v in pair]
         upper = self._gram_parts(vectors)
         shards.communicator.all_reduce(upper)
         coefficients = shards.each(lambda s, gram: shards.kernels[s].lbfgs_recursion(
             gram, len(vectors), products if s == 0 else xp.empty(2)), upper)
-        return shards.map(lambda s, c, *parts: shards.kernels[s].lbfgs_combine(parts, c), coefficients, *vectors)
+        outs = [None] * shards.k if out is None else out
+        return shards.map(lambda s, c, o, *parts: shards.kernels[s].lbfgs_combine(parts, c, o), coefficients, outs,
+                          *vectors)
 
     def _gram_parts(self, vectors) -> list:
         """Each shard's part of the upper triangle of the Gram matrix of ``vectors``, row by row, on its device."""

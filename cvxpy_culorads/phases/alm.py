@@ -119,28 +119,31 @@ class LBFGS:
     def reset(self) -> None:
         self.pairs.clear()
 
-    def push(self, s, y) -> None:
-        self._keep(self.kernels.lbfgs_pair(s, y))
+    def push(self, s, y) -> tuple:
+        """Adds the pair (s, y); returns the arrays of the pair dropped to make room, or () (see :meth:`_keep`)."""
+        return self._keep(self.kernels.lbfgs_pair(s, y))
 
-    def _keep(self, pair) -> None:
-        """Append the newest pair, dropping the oldest beyond ``memory``."""
+    def _keep(self, pair) -> tuple:
+        """Append the newest pair, dropping the oldest beyond ``memory``: returns the dropped pair's arrays (s, y),
+        which nothing here reads any more, so that the caller may reuse their memory, or () when none was dropped."""
         self.pairs.append(pair)
-        if len(self.pairs) > self.memory:
-            self.pairs.pop(0)
+        return self.pairs.pop(0)[:2] if len(self.pairs) > self.memory else ()
 
-    def direction(self, G, products):
-        """-H G; writes (<G, G>, <D, G>) to the 2-vector ``products``."""
-        return self.kernels.lbfgs_direction(G, self.pairs, products)
+    def direction(self, G, products, out=None):
+        """-H G (in ``out`` where given); writes (<G, G>, <D, G>) to the 2-vector ``products``."""
+        return self.kernels.lbfgs_direction(G, self.pairs, products, out)
 
-    def sphere_direction(self, G, products, X, squares, previous=None):
-        """P_X(-H G), the direction projected onto the tangent space at the rows of X (squared norms ``squares``), in
-        the kernel set's fused passes (``Kernels.lbfgs_sphere_direction``); writes (<G, G>, <D, G>) to ``products``.
-        ``previous``: the point and gradient (R, G) before the step to X, whose memory becomes the newest pair
-        (X - R, G_X - G) within the direction's first pass instead of two passes of its own. The pairs of this form
-        are plain (s, y) tuples: an L-BFGS uses this or :meth:`direction` with :meth:`push`, not both."""
-        if previous is not None:
-            self._keep(previous)
-        return self.kernels.lbfgs_sphere_direction(G, self.pairs, products, X, squares, update=previous is not None)
+    def sphere_direction(self, G, products, X, squares, previous=None, out=None) -> tuple:
+        """(D, dropped): D = P_X(-H G), the direction projected onto the tangent space at the rows of X (squared norms
+        ``squares``), in the kernel set's fused passes (``Kernels.lbfgs_sphere_direction``), in ``out`` where given;
+        writes (<G, G>, <D, G>) to ``products``. ``previous``: the point and gradient (R, G) before the step to X,
+        whose memory becomes the newest pair (X - R, G_X - G) within the direction's first pass instead of two passes
+        of its own; ``dropped``: the arrays of the pair that made room for it, as :meth:`push` returns them. The pairs
+        of this form are plain (s, y) tuples: an L-BFGS uses this or :meth:`direction` with :meth:`push`, not both."""
+        dropped = () if previous is None else self._keep(previous)
+        D = self.kernels.lbfgs_sphere_direction(G, self.pairs, products, X, squares, update=previous is not None,
+                                                out=out)
+        return D, dropped
 
 
 class MirrorPairs:

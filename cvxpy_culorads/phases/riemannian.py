@@ -39,6 +39,11 @@ product gives its objective and its gradient in the same pass and writes C R onl
 the previous point and gradient, its combination pass projecting onto the tangent space
 (``Kernels.lbfgs_sphere_direction``). The arithmetic is the unfused step's, rounded the same way.
 
+A step drops as many factor-sized arrays as it makes (the direction after the move, the old point's C R, the pair that
+L-BFGS gives up once its memory is full), and the next ones it needs (the direction, the trial point, its C R and its
+gradient) take their memory (:class:`_Spares`) instead of new memory, which on the CPU is a fresh mapping whose pages
+the kernel zero-fills on every allocation of this size (decision record "cpu-step-blocks").
+
 A run ends once the scale-free gradient measure ||grad||_F ||R||_F / (1 + s |<C, X>|) is at most ``target``
 (the driver tightens it between runs until the certificate holds), or when a step finds no descent. It is a
 generator of ``Progress`` rows, one per step, like the other phases.
@@ -114,6 +119,33 @@ class Spheres:
         return kernels.sphere_retract(R, R, 0.0, self.roots, out)
 
 
+class _Spares:
+    """The memory of the factor-sized arrays that the step has dropped, for the next ones it needs. A step gives back
+    what the next takes (once L-BFGS's memory is full; less before), so at most three wait here at a time and the
+    phase holds no more arrays at its peak (the line search) than with new memory for each; a GPU's memory pool would
+    hold the same blocks as free. The run clears them before its last products (``RiemannianPhase._finish``)."""
+
+    def __init__(self, kernels):
+        self.kernels, self.arrays = kernels, []
+
+    def give(self, *arrays) -> None:
+        """Takes the memory of ``arrays`` (None skipped), which the caller no longer reads."""
+        self.arrays.extend(array for array in arrays if array is not None)
+
+    def take(self, like):
+        """An array of ``like``'s shape and type (contents undefined): a given one where there is one, else new memory.
+        A given array of another shape or type is let go (an ``out`` of another type would change the run's
+        precision)."""
+        while self.arrays:
+            spare = self.arrays.pop()
+            if spare.shape == like.shape and spare.dtype == like.dtype:
+                return spare
+        return self.kernels.empty_like(like)
+
+    def clear(self) -> None:
+        self.arrays.clear()
+
+
 class RiemannianPhase:
     """L-BFGS on the spheres of fixed rows (see the module); iterate with ``for progress in phase.run(): ...``."""
 
@@ -125,6 +157,7 @@ class RiemannianPhase:
         self.size = float(self.squares.sum())  # ||R||_F^2 on the manifold
         # the curvature pairs of an earlier run on the same factor carry over (the driver resets them on a rank change)
         self.lbfgs = lbfgs if lbfgs is not None else LBFGS(self.kernels, settings.lorads.lbfgs_memory)
+        self.spares = _Spares(self.kernels)
         self.steps = self.moves = 0  # rows yielded, steps taken
         self.measure = math.inf  # the gradient measure at the last point
         # the trial points' product: rounded halos in a loose run; the returned point's is exact (``_finish``)
@@ -185,7 +218,8 @@ class RiemannianPhase:
                     self.outcome = PhaseOutcome.STALLED
                     return
                 R_new, CR_new, objective, G_new = accepted
-                accepted = D = CR = None  # freed before the unfused step allocates G_new (its peak)
+                self.spares.give(D, CR)  # before the unfused step's G_new takes one of them (its peak)
+                accepted = D = CR = None
                 if G_new is None:
                     G_new = self._gradient(R_new, CR_new, s)
                 # the state moves to R_new before the old R's memory is reused: an interrupt (Ctrl-C) between any
@@ -195,11 +229,13 @@ class RiemannianPhase:
                     previous = (R, G)
                 else:
                     step = self.kernels.scale_add(R, -1.0, R_new, 1.0)  # R_new - R, in R's memory
-                    lbfgs.push(step, self.kernels.scale_add(G, -1.0, G_new, 1.0))  # G_new - G, in G's memory
+                    # G_new - G, in G's memory
+                    self.spares.give(*lbfgs.push(step, self.kernels.scale_add(G, -1.0, G_new, 1.0)))
                 R, CR, G = None, self._kept(CR_new), G_new
                 CR_new = None
                 self.moves += 1
         finally:
+            self.spares.clear()
             self._finish()
 
     def _line_search(self, R, CR, D, tau, merit, slope, s):
@@ -211,11 +247,11 @@ class RiemannianPhase:
         rounded objectives carries an error of the size of the rounding of <R, C R>, and near the optimum that
         exceeded the decrease, so the search stalled (decision record "halo-precision"). In single precision the
         same form is taken of the points projected back onto the spheres (``Kernels.sphere_decrease``)."""
-        R_new = self.kernels.empty_like(R)
-        G_new = None
+        R_new = self.spares.take(R)
+        CR_new = G_new = None
         for _ in range(BACKTRACKS):
             self.kernels.sphere_retract(R, D, tau, self.roots, R_new)
-            CR_new, G_new, objective = self._evaluate(R_new, s, exact=not self.rounded, gradient=G_new)
+            CR_new, G_new, objective = self._evaluate(R_new, s, exact=not self.rounded, gradient=G_new, product=CR_new)
             if self.single:
                 objective, decrease, product_squares = self.kernels.sphere_decrease(R_new, R, CR_new, CR, self.squares)
                 sufficient = s * decrease <= ARMIJO * tau * slope
@@ -231,39 +267,47 @@ class RiemannianPhase:
             tau *= 0.5
         return None
 
-    def _evaluate(self, R, s, exact, gradient=None):
+    def _evaluate(self, R, s, exact, gradient=None, product=None):
         """(C R or None, the gradient 2 s P_R(C R) or None, <R, C R> or None) at a point R. Fused: one pass gives the
-        gradient (into ``gradient``'s memory where given) and the objective, and C R where the line search keeps it
-        (``_kept``). Unfused: C R, and its objective where ``exact`` (the rounded decrease needs none); the gradient
-        follows from C R (``_gradient``)."""
+        gradient and the objective, and C R where the line search keeps it (``_kept``). Unfused: C R, and its objective
+        where ``exact`` (the rounded decrease needs none); the gradient follows from C R (``_gradient``). The gradient
+        and C R go to the memory of ``gradient`` and ``product`` where given (the last trial point's), else the
+        spares'."""
         if self.matrix is None:
-            CR = self.times(R)
+            CR = self.times(R, out=self.spares.take(R) if product is None else product)
             return CR, None, self.kernels.inner(R, CR) if exact else None
-        G = self.kernels.empty_like(R) if gradient is None else gradient
-        CR = self.kernels.empty_like(R) if self.rounded else None
+        G = self.spares.take(R) if gradient is None else gradient
+        CR = (self.spares.take(R) if product is None else product) if self.rounded else None
         objective = self.kernels.sphere_product_gradient(self.matrix, R, self.squares, 2.0 * s, G, CR)
         return CR, G, objective
 
     def _direction(self, G, products, previous):
-        """The L-BFGS direction at the current point, on its tangent space; ``previous``: (R, G) before the last
-        move, for the fused step's pair (None: no move since the last direction, or the unfused step)."""
+        """The L-BFGS direction at the current point, on its tangent space, in the spares' memory; ``previous``: (R, G)
+        before the last move, for the fused step's pair (None: no move since the last direction, or the unfused
+        step), whose addition gives the spares the pair it drops."""
+        out = self.spares.take(G)
         if self.matrix is None:
-            return self._tangent(self.state.R, self.lbfgs.direction(G, products))
-        return self.lbfgs.sphere_direction(G, products, self.state.R, self.squares, previous)
+            return self._tangent(self.state.R, self.lbfgs.direction(G, products, out))
+        D, dropped = self.lbfgs.sphere_direction(G, products, self.state.R, self.squares, previous, out)
+        self.spares.give(*dropped)
+        return D
 
     def _tangent(self, R, Z):
         """Z with each row's component along the row of R removed, in place."""
         return self.kernels.sphere_tangent(Z, R, self.squares, 1.0, Z)
 
     def _gradient(self, R, CR, s):
-        """The Riemannian gradient 2 s P_R(C R)."""
-        return self.kernels.sphere_tangent(CR, R, self.squares, 2.0 * s, self.kernels.empty_like(CR))
+        """The Riemannian gradient 2 s P_R(C R), in the spares' memory."""
+        return self.kernels.sphere_tangent(CR, R, self.squares, 2.0 * s, self.spares.take(CR))
 
     def _kept(self, CR):
-        """C R of the current point where the line search needs it (the rounded decrease), else None, so that the
-        line search holds one factor-sized array fewer; the last point's product is taken again (``_finish``). In
-        single precision it is float32: the kept array costs half of one in double."""
-        return CR if self.rounded else None
+        """C R of the current point where the line search needs it (the rounded decrease), else None (its memory given
+        to the spares), so that the line search holds one factor-sized array fewer; the last point's product is taken
+        again (``_finish``). In single precision it is float32: the kept array costs half of one in double."""
+        if self.rounded:
+            return CR
+        self.spares.give(CR)
+        return None
 
     def _finish(self) -> None:
         """The multipliers from stationarity and A(X), <C, X> of the last point, for the driver and the next
