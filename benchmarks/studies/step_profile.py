@@ -47,6 +47,7 @@ from cvxpy_culorads.backends.backend import kernels_for, select_backend  # noqa:
 from cvxpy_culorads.backends.kernels import Capability  # noqa: E402
 from cvxpy_culorads.models import maxcut_problem  # noqa: E402
 from cvxpy_culorads.phases import riemannian
+from cvxpy_culorads.settings import Settings
 from cvxpy_culorads.solver import run as solver_run
 
 from graphs import random_regular_like  # noqa: E402
@@ -230,7 +231,7 @@ def main(argv=None) -> int:
     return 0
 
 
-LBFGS_PAIRS = 4  # the Riemannian phase's lbfgs_memory (``Settings.lorads.lbfgs_memory`` default there)
+LBFGS_PAIRS = Settings().lorads.lbfgs_memory  # the pairs the phase holds by default
 
 
 def problem_nnz(W) -> int:
