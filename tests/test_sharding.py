@@ -688,7 +688,9 @@ def test_two_gpus_solve_completion_like_one():
     one = solve(problem, device="gpu")
     two = solve(problem, device="gpu", devices=2)
     assert one.status is two.status is Status.OPTIMAL, two.summary()
-    assert two.primal_objective == pytest.approx(one.primal_objective, rel=1e-7)
+    # each answer is certified to tol = 1e-5; the devices' sums differ in their order, so the two paths agree to
+    # that tolerance, not to the last digits
+    assert two.primal_objective == pytest.approx(one.primal_objective, rel=1e-5)
     assert "2 GPUs" in two.device and two.iterations["admm"] > 0
 
 
