@@ -54,12 +54,12 @@ def _row_dots(A, B):
 
 def _tangent(Z, R):
     """Z's tangent part at the unit rows of R (the phase's kernel), in new memory."""
-    return CpuKernels.sphere_tangent(Z, R, 1.0, 1.0, np.empty_like(Z))
+    return CpuKernels.sphere_tangent(Z, R, np.ones(R.shape[0]), 1.0, np.empty_like(Z))
 
 
 def _retract(R, D=None, tau=0.0):
     """The rows of R + tau D scaled to unit norm (the phase's retraction), in new memory."""
-    return CpuKernels.sphere_retract(R, R if D is None else D, tau, 1.0, np.empty_like(R))
+    return CpuKernels.sphere_retract(R, R if D is None else D, tau, np.ones(R.shape[0]), np.empty_like(R))
 
 
 def _measure(G, R, objective):
