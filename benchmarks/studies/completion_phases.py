@@ -88,7 +88,7 @@ def _tol_exit_anywhere(self, progress):
 
 def _slack_penalty_run(self):
     """Probe: phase II starts at a penalty of at least the largest eigenvalue of its slack s C - A*(lambda), where
-    the slack's top modes cannot run away (``ADMMPhase._unstable_penalty``), then runs as usual. The eigenvalue
+    the slack's top modes cannot run away (decision record "completion-phase-two"), then runs as usual. The eigenvalue
     comes from SciPy's or CuPy's ``eigsh``, on the device the slack is on."""
     st = self.state
     slack = self.op.slack_matrix(st.lam / st.c_scale)
@@ -112,8 +112,6 @@ PROBES = {
     "warm_v_from_u": [(admm.ADMMPhase, "_solve_factor", _warm_v_from_u)],
     "block_jacobi": [(CompressedOperator, "normal_preconditioner", _block_jacobi)],
     "diverge10": [(admm, "DIVERGENCE_FACTOR", 10.0)],  # phase II restarts once its infeasibility grew 10x, not 100x
-    # phase II restarts only when its infeasibility grew 100x, at 4x the penalty (no measured runaway penalty)
-    "fixed_restart": [(admm.ADMMPhase, "_unstable_penalty", lambda self, lam: None)],
     "tol_exit_anywhere": [(alm.ALMPhase, "phase_two_exit", _tol_exit_anywhere)],
     "slack_penalty": [(admm.ADMMPhase, "run", _slack_penalty_run)],
 }
@@ -134,16 +132,13 @@ VARIANTS = {
     "tol_exit_anywhere": ({}, {}, "tol_exit_anywhere"),
     "handover30": ({}, {}, None, 30),
     "handover30_hf4": (dict(heuristic_factor=4.0), {}, None, 30),
-    "handover30_fixed_restart": ({}, {}, "fixed_restart", 30),
     "handover30_slack_penalty": ({}, {}, "slack_penalty", 30),
     "handover25": ({}, {}, None, 25),
-    "handover25_fixed_restart": ({}, {}, "fixed_restart", 25),
     "handover25_slack_penalty": ({}, {}, "slack_penalty", 25),
     "handover34": ({}, {}, None, 34),
     "handover34_hf4": (dict(heuristic_factor=4.0), {}, None, 34),
     "handover34_hf10": (dict(heuristic_factor=10.0), {}, None, 34),
     "handover34_diverge10": ({}, {}, "diverge10", 34),
-    "handover34_fixed_restart": ({}, {}, "fixed_restart", 34),
     "handover34_slack_penalty": ({}, {}, "slack_penalty", 34),
     "seed1": (dict(seed=1), {}, None),
     "seed2": (dict(seed=2), {}, None),

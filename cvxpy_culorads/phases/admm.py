@@ -12,11 +12,9 @@ blocks (and the nonnegative variables, rank-one rows of the same factor) are upd
 joint system is still I + J'J, one CG solve replaces K of them, and the update is the exact
 minimiser over all of U at once. The penalty grows by 1.2 every 5 sweeps up to a cap that is raised
 when the infeasibility stagnates above tol. U V' is neither symmetric nor PSD until U = V, so a penalty far
-too small for the objective lets the iterates run away (seen on arch0 straight after the switch, and on
-completion after an early switch): when the infeasibility grows far beyond its value at the switch, or the
-factors' difference grows in successive sweeps along a mode the penalty cannot hold
-(:meth:`ADMMPhase._unstable_penalty`), the phase restarts from the switch point with a larger penalty. The phase
-is a generator of ``Progress`` rows, one per sweep.
+too small for the objective lets the iterates run away (seen on arch0 straight after the switch):
+when the infeasibility grows far beyond its value at the switch, the phase restarts from the
+switch point with a larger penalty. The phase is a generator of ``Progress`` rows, one per sweep.
 """
 from __future__ import annotations
 
@@ -33,11 +31,6 @@ STAGNATION_WINDOW, STAGNATION_RATIO = 500, 0.65
 RHO_CEILING_FACTOR = 200.0  # hard ceiling on rho: 200 * rho_max
 DIVERGENCE_FACTOR = 100.0  # infeasibility growth over its value at the start that triggers a restart
 RESTART_RHO_FACTOR, MAX_RESTARTS = 4.0, 6
-# ||U - V|| growing by more than RUNAWAY_GROWTH in each of RUNAWAY_SWEEPS successive sweeps among the first
-# RUNAWAY_WINDOW of a run is tested for a runaway (:meth:`ADMMPhase._unstable_penalty`): one growing sweep is common
-# after the switch, where U = V, and a runaway from the switch point shows within its first sweeps (later, a tiny
-# spread grows by chance, and a restart would throw the run's work away)
-RUNAWAY_GROWTH, RUNAWAY_SWEEPS, RUNAWAY_WINDOW = 2.0, 2, 10
 GAP_PATIENCE = 200  # feasible sweeps without a new best gap after which the phase stops
 
 
@@ -59,7 +52,6 @@ class ADMMPhase:
         self.U = state.R.copy()
         self.V = state.R.copy()
         self.restarts = 0
-        self.restart_penalty = None  # the penalty a runaway asks the restart for, where it was measured
 
     def _solve_factor(self, shift, fixed, start, tol, check_every):
         """The minimiser over one factor with the other one ``fixed``, by CG from ``start``."""
@@ -78,41 +70,23 @@ class ADMMPhase:
         self.cg_iterations += iterations
         return solution
 
-    def _unstable_penalty(self, lam) -> float | None:
-        """The Rayleigh quotient z of the slack S_lambda = s C - A*(lambda) at the multipliers ``lam`` (those a
-        restart starts from) along W = U - V where z > 2 rho (a runaway along W, which a restart at penalty z stops),
-        else None.
-
-        Near a fixed point, a sweep maps a perturbation of V that the constraints do not see (A(sym(W R')) = 0)
-        along an eigenvector of S_lambda with eigenvalue z to (1 - z / rho)^2 times itself: with z > 2 rho it grows,
-        alternating in sign between U and V, and as the multiplier step does not see it either, nothing else holds
-        it. Such modes dominate U - V once they grow. At rho = z a sweep takes the mode out, and the modes with
-        eigenvalues in (0, z) shrink. Completion's slack has its largest eigenvalue (about s) on such directions,
-        [u; -v] for the top singular pairs of the multipliers' matrix, so a switch at a penalty below half of it
-        runs away (decision record "completion-phase-two")."""
-        st, op, kernels = self.state, self.op, self.kernels
-        W = kernels.scale_add(self.U.copy(), 1.0, self.V, -1.0)
-        z = kernels.inner(W, op.slack_times(-lam, st.c_scale, W)) / kernels.inner(W, W)
-        return z if z > 2.0 * st.rho else None
-
     def run(self):
         """Sweeps until converged; restarts from the start point with a larger penalty on divergence."""
         st = self.state
         start_R, start_lam, start_rho = st.R.copy(), st.lam.copy(), st.rho
         while True:
-            self.restart_penalty = None
-            outcome = yield from self._sweeps(start_lam)
+            outcome = yield from self._sweeps()
             if outcome is not PhaseOutcome.FAILED or self.restarts >= MAX_RESTARTS:
                 self.outcome = outcome
                 return
             self.restarts += 1
-            start_rho = self.restart_penalty or RESTART_RHO_FACTOR * start_rho
+            start_rho *= RESTART_RHO_FACTOR
             self.rho_max = max(self.rho_max, start_rho)
             st.R, st.lam, st.rho = start_R.copy(), start_lam.copy(), start_rho
             self.U, self.V = start_R.copy(), start_R.copy()
 
-    def _sweeps(self, start_lam):
-        """ADMM sweeps from the multipliers ``start_lam``; returns how they ended (FAILED: the iterates diverged)."""
+    def _sweeps(self):
+        """ADMM sweeps; returns how they ended (FAILED: the iterates diverged)."""
         st, op, tol = self.state, self.op, self.settings.tol
         cap = self.rho_max
         ceiling = RHO_CEILING_FACTOR * max(self.settings.lorads.rho_max, cap)
@@ -122,10 +96,9 @@ class ADMMPhase:
         start_pinf = None
         pinf = math.inf
         best_gap, since_best_gap = math.inf, 0
-        spreads: list[float] = []  # ||U - V|| after each of the first RUNAWAY_WINDOW sweeps
         # a CG convergence check reads a value back, which off the host waits for the device's queued work
         check_every = 1 if self.backend.on_host else 4
-        for sweep in range(self.max_sweeps):
+        for _ in range(self.max_sweeps):
             shift = -st.lam - st.rho * op.b  # S = s C + A*(shift)
             cg_tol = max(min(self.cg_factor * pinf, 1e-8), 1e-14)
             self.U = self._solve_factor(shift, self.V, self.U, cg_tol, check_every)
@@ -143,19 +116,8 @@ class ADMMPhase:
             yield progress
             if start_pinf is None:
                 start_pinf = max(progress.primal_infeasibility_inf, tol)
-            if not progress.finite:
+            if not progress.finite or progress.primal_infeasibility_inf > DIVERGENCE_FACTOR * start_pinf:
                 return PhaseOutcome.FAILED
-            diverged = progress.primal_infeasibility_inf > DIVERGENCE_FACTOR * start_pinf
-            if sweep < RUNAWAY_WINDOW:
-                gram = self.kernels.gram([self.U, self.V])
-                spreads.append(math.sqrt(max(gram[0, 0] + gram[1, 1] - 2.0 * gram[0, 1], 0.0)))
-            recent = spreads[-RUNAWAY_SWEEPS - 1:] if sweep < RUNAWAY_WINDOW else []
-            growing = len(recent) > RUNAWAY_SWEEPS and all(
-                later > RUNAWAY_GROWTH * earlier for earlier, later in zip(recent, recent[1:]))
-            if diverged or growing:
-                self.restart_penalty = self._unstable_penalty(start_lam)
-                if diverged or self.restart_penalty is not None:
-                    return PhaseOutcome.FAILED
             # the first run stops on feasibility alone (LoRADS: the driver then measures and polishes);
             # both runs stop once the reported primal error and the gap are within tol
             done = progress.primal_infeasibility <= tol and progress.gap <= tol

@@ -406,11 +406,11 @@ class ALMPhase:
         "tol": the gap and that primal infeasibility already meet the final ``tol`` at a point that solves its
         subproblem (eta <= 0.1 / rho). The first test asks for a residual whose root mean square shrinks like
         1/sqrt(m), so with many constraints (completion) phase I otherwise runs on past the point where only the
-        dual certificate is left to check (decision record "objective-apart-and-phase-one-exits"). The gap means
-        little at a point that is not stationary for the multipliers it is measured with: at the first step after
-        a multiplier update the point is still the last subproblem's while b'lambda has jumped, so the gap crosses
-        tol by chance, at any penalty (decision record "completion-phase-two"). On the trace sphere, "sphere": the
-        gap and the primal infeasibility within ``exit_tol`` (phase I runs to the end there: module docstring)."""
+        dual certificate is left to check (decision record "objective-apart-and-phase-one-exits"). Without the
+        subproblem's test the gap crosses tol by chance, at any penalty: b'lambda jumps at each multiplier update
+        while the point stays, and moves with the point within a subproblem; a hand-over at a penalty that small
+        lets phase II run away (decision record "completion-phase-two"). On the trace sphere, "sphere": the gap and
+        the primal infeasibility within ``exit_tol`` (phase I runs to the end there: module docstring)."""
         tol, final = self.switch_tol, self.settings.tol
         pinf, gap = progress.primal_infeasibility, progress.gap
         if self.sphere is not None:
