@@ -96,18 +96,24 @@ def test_alm_reaches_the_switch_tolerance():
     assert rows[0].primal_infeasibility_inf > rows[-1].primal_infeasibility_inf
 
 
-def test_alm_hands_over_once_the_final_primal_tests_hold():
-    # phase1_tol so small that LoRADS's two exits cannot fire first: the third one, gap and primal
-    # infeasibility within the final tol, ends phase I
+def test_alm_hands_over_once_the_final_primal_tests_hold_at_a_stationary_point():
+    # phase1_tol so small that LoRADS's two exits cannot fire first: the third one, gap and primal infeasibility
+    # within the final tol at a point that solves its subproblem, ends phase I; the gradient of the augmented
+    # Lagrangian there, recomputed from the dense matrices, is within the subproblem's tolerance 0.1 / rho
     problem, _ = random_maxcut(40, 0.3, seed=3)
     run = _run_for(problem, phase1_tol=1e-12, tol=1e-4)
     alm = ALMPhase(run.op, run.state, run.settings, run.norms, run.max_ranks, outer_budget=200)
     rows = list(alm.run())
-    assert alm.outcome is PhaseOutcome.CONVERGED
+    assert alm.outcome is PhaseOutcome.CONVERGED and alm.exit == "tol"
     last = rows[-1]
     assert last.gap <= 1e-4 and last.primal_infeasibility <= 1e-4
     assert last.primal_infeasibility_inf > 1e-12
-    assert not any(row.gap <= 1e-4 and row.primal_infeasibility <= 1e-4 for row in rows[:-1])
+    st, scale = run.state, run.op.row_scale
+    X = st.R @ st.R.T
+    residual = np.array([np.sum(problem.constraint_matrix(i, 0).toarray() * X) for i in range(problem.m)]) - problem.b
+    multipliers = (st.lam - st.rho * residual / scale) / (scale * st.c_scale)  # of the next update, unscaled rows
+    gradient = 2.0 * st.c_scale * problem.slack_matrix(0, multipliers).toarray() @ st.R
+    assert np.linalg.norm(gradient) / (1.0 + st.c_scale * problem.C_norm_inf) <= 0.1 / st.rho
 
 
 def test_widen_factor_keeps_blocks_apart():

@@ -10,13 +10,15 @@ Each size ``n1:m`` is the completion instance of ``benchmarks/run.py --suite com
 5, m observed entries), solved with ``tol`` 1e-5 on the CPU for each variant (``VARIANTS``: settings, a
 :class:`Tuning`, a probe (``PROBES``: code variants set for one solve), and optionally the ALM step at which phase I's
 first run is made to hand over: the H200 handed over at n1 = 1e4, m = 7.7e6 at a quarter of the penalty at which the
-CPU does, and these variants put the CPU on that path). A row gives the ALM steps, the ADMM sweeps, the CG solves and
+CPU does, and these variants put the CPU on that path). A row gives phase I's first hand-over (the exit test that fired,
+``ALMPhase.phase_two_exit``, or "forced", and the penalty there), the ALM steps, the ADMM sweeps, the CG solves and
 iterations of phase II (in total and per sweep), the certified gap, the status, and the H200 time the counts predict:
 ALM steps x 3 ms + CG iterations x (47 ms / the CG iterations per sweep of the defaults) + 52 ms of certificates, the
 unit costs of the defaults' solve of n1 = 1e4, m = 7.7e6 on one H200 (``--suite targets --sizes completion2e4``),
-times m / 7.7e6 for other sizes. Variants with the same phase I (no ``phase1_tol``, ``rank`` or ``seed`` setting, the
-same hand-over step) start phase II from the point the first of them handed over (phase I is deterministic, so its
-steps are counted again): on two loaded cores a phase I at m = 7.7e6 takes minutes.
+times m / 7.7e6 for other sizes. Variants with the same phase I (no ``phase1_tol``, ``rank`` or ``seed`` setting, no
+probe of phase I (``PHASE_ONE_PROBES``), the same hand-over step) start phase II from the point the first of them
+handed over (phase I is deterministic, so its steps are counted again): on two loaded cores a phase I at m = 7.7e6
+takes minutes.
 """
 from __future__ import annotations
 
@@ -27,6 +29,7 @@ from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
+import scipy.sparse.linalg
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the harness
@@ -66,22 +69,53 @@ def _block_jacobi(self, F):
 
 
 def _hand_over_at(step: int):
-    """Probe: phase I's first run hands over at ``step`` (or earlier by its own tests), at a smaller penalty than
-    it would: the H200's trajectory at n1 = 1e4, m = 7.7e6 handed over after 30 steps, where the CPU's goes on to
-    step 41 at four times the penalty."""
-    def ready(self, progress):
-        return _ready_for_phase_two(self, progress) or (self.switch_when_feasible and self.steps >= step)
-    return ready
+    """Probe: phase I's first run hands over at ``step`` (or earlier by its own tests; the exit is named "forced"
+    otherwise), at a smaller penalty than it would: the H200's trajectory at n1 = 1e4, m = 7.7e6 handed over after 30
+    steps, where the CPU's goes on to step 41 at four times the penalty."""
+    def exit_test(self, progress):
+        return _phase_two_exit(self, progress) or ("forced" if self.steps >= step else None)
+    return exit_test
+
+
+def _tol_exit_anywhere(self, progress):
+    """Probe: phase I's exit "tol" without its stationarity test (eta <= 0.1 / rho), as before it had one."""
+    eta, self.eta = self.eta, 0.0
+    try:
+        return _phase_two_exit(self, progress)
+    finally:
+        self.eta = eta
+
+
+def _slack_penalty_run(self):
+    """Probe: phase II starts at a penalty of at least the largest eigenvalue of its slack s C - A*(lambda), where
+    the slack's top modes cannot run away (decision record "completion-phase-two"), then runs as usual. The eigenvalue
+    comes from SciPy's or CuPy's ``eigsh``, on the device the slack is on."""
+    st = self.state
+    slack = self.op.slack_matrix(st.lam / st.c_scale)
+    eigsh = scipy.sparse.linalg.eigsh if self.backend.on_host else _cupy_eigsh()
+    top = st.c_scale * float(eigsh(slack, k=1, which="LA", tol=1e-2, return_eigenvectors=False)[0])
+    st.rho = max(st.rho, top)
+    self.rho_max = max(self.rho_max, st.rho)
+    return (yield from _admm_run(self))
+
+
+def _cupy_eigsh():
+    from cupyx.scipy.sparse.linalg import eigsh
+    return eigsh
 
 
 _solve_factor = admm.ADMMPhase._solve_factor
-_ready_for_phase_two = alm.ALMPhase._ready_for_phase_two
+_phase_two_exit = alm.ALMPhase.phase_two_exit
+_admm_run = admm.ADMMPhase.run
 # probe name: the attributes it sets for one solve
 PROBES = {
     "warm_v_from_u": [(admm.ADMMPhase, "_solve_factor", _warm_v_from_u)],
     "block_jacobi": [(CompressedOperator, "normal_preconditioner", _block_jacobi)],
     "diverge10": [(admm, "DIVERGENCE_FACTOR", 10.0)],  # phase II restarts once its infeasibility grew 10x, not 100x
+    "tol_exit_anywhere": [(alm.ALMPhase, "phase_two_exit", _tol_exit_anywhere)],
+    "slack_penalty": [(admm.ADMMPhase, "run", _slack_penalty_run)],
 }
+PHASE_ONE_PROBES = ("tol_exit_anywhere",)  # a variant with one of these runs its own phase I
 
 # name: (settings, tuning changes, probe or None[, the ALM step at which phase I's first run hands over])
 VARIANTS = {
@@ -95,12 +129,17 @@ VARIANTS = {
     "phase1_1e-5": (dict(phase1_tol=1e-5), {}, None),
     "rank10": (dict(rank=10), {}, None),
     "rank15": (dict(rank=15), {}, None),
+    "tol_exit_anywhere": ({}, {}, "tol_exit_anywhere"),
     "handover30": ({}, {}, None, 30),
     "handover30_hf4": (dict(heuristic_factor=4.0), {}, None, 30),
+    "handover30_slack_penalty": ({}, {}, "slack_penalty", 30),
+    "handover25": ({}, {}, None, 25),
+    "handover25_slack_penalty": ({}, {}, "slack_penalty", 25),
     "handover34": ({}, {}, None, 34),
     "handover34_hf4": (dict(heuristic_factor=4.0), {}, None, 34),
     "handover34_hf10": (dict(heuristic_factor=10.0), {}, None, 34),
     "handover34_diverge10": ({}, {}, "diverge10", 34),
+    "handover34_slack_penalty": ({}, {}, "slack_penalty", 34),
     "seed1": (dict(seed=1), {}, None),
     "seed2": (dict(seed=2), {}, None),
     "seed2_phase1_1e-4": (dict(seed=2, phase1_tol=1e-4), {}, None),
@@ -113,10 +152,12 @@ class PhaseTwoProbe:
 
     def __init__(self):
         self.cg_iterations = self.cg_solves = 0
-        self.hand_overs: dict = {}  # key -> (R, lam, Avals, objective, rho, c_scale, ranks, ALM steps)
+        # key -> (R, lam, Avals, objective, rho, c_scale, ranks, ALM steps, the exit that fired)
+        self.hand_overs: dict = {}
         self.key = None  # the hand-over to replay or record in this solve
         self.first_alm = True
         self.replayed_steps = 0
+        self.exit = self.exit_rho = None  # phase I's first hand-over: the exit test that fired and the penalty
 
     def conjugate_gradient(self, *args, **kwargs):
         x, iterations = _conjugate_gradient(*args, **kwargs)
@@ -126,21 +167,25 @@ class PhaseTwoProbe:
 
     def run_alm(self, run, alm):
         first, self.first_alm = self.first_alm, False
+        st = run.state
         if first and self.key in self.hand_overs:
-            st = run.state
-            R, lam, Avals, st.objective, st.rho, st.c_scale, ranks, self.replayed_steps = self.hand_overs[self.key]
+            R, lam, Avals, st.objective, st.rho, st.c_scale, ranks, self.replayed_steps, self.exit = \
+                self.hand_overs[self.key]
             st.R, st.lam, st.Avals, st.ranks = R.copy(), lam.copy(), Avals.copy(), list(ranks)
+            self.exit_rho = st.rho
             return None
         stop = _run_alm(run, alm)
+        if first:
+            self.exit, self.exit_rho = alm.exit or (alm.outcome and alm.outcome.value), st.rho
         if first and self.key is not None and stop is None:
-            st = run.state
             self.hand_overs[self.key] = (st.R.copy(), st.lam.copy(), st.Avals.copy(), st.objective, st.rho,
-                                         st.c_scale, list(st.ranks), alm.steps)
+                                         st.c_scale, list(st.ranks), alm.steps, self.exit)
         return stop
 
     def start(self, key):
         self.cg_iterations = self.cg_solves = self.replayed_steps = 0
         self.key, self.first_alm = key, True
+        self.exit = self.exit_rho = None
 
 
 _conjugate_gradient, _run_alm = admm.conjugate_gradient, strategies._run_alm
@@ -167,9 +212,9 @@ def main(argv=None) -> int:
         cg_per_sweep_defaults = None
         for name in names:
             settings, tuning, probe_name, *hand_over = VARIANTS[name]
-            own_phase_one = any(k in settings for k in PHASE_ONE_SETTINGS)
+            own_phase_one = any(k in settings for k in PHASE_ONE_SETTINGS) or probe_name in PHASE_ONE_PROBES
             probe.start(None if args.no_replay or own_phase_one else (size, *hand_over))
-            patches = PROBES.get(probe_name, []) + [(alm.ALMPhase, "_ready_for_phase_two", _hand_over_at(step))
+            patches = PROBES.get(probe_name, []) + [(alm.ALMPhase, "phase_two_exit", _hand_over_at(step))
                                                     for step in hand_over]
             saved = [(owner, attribute, getattr(owner, attribute)) for owner, attribute, _ in patches]
             for owner, attribute, value in patches:
@@ -189,7 +234,8 @@ def main(argv=None) -> int:
                 cg_per_sweep_defaults = max(per_sweep, 1.0)
             predicted = scale * (steps * H200_ALM_STEP + probe.cg_iterations * H200_SWEEP / cg_per_sweep_defaults
                                  + H200_CERTIFICATES)
-            row = dict(n=2 * n1, m=m, variant=name, rank=max(result.ranks), alm_steps=steps, admm_sweeps=sweeps,
+            row = dict(n=2 * n1, m=m, variant=name, rank=max(result.ranks), exit=probe.exit,
+                       exit_rho=probe.exit_rho and round(probe.exit_rho, 3), alm_steps=steps, admm_sweeps=sweeps,
                        cg_solves=probe.cg_solves, cg_iterations=probe.cg_iterations,
                        cg_per_sweep=round(per_sweep, 2), certified_gap=result.certified_gap,
                        status=result.status.value, predicted_h200_s=round(predicted, 3),

@@ -12,9 +12,10 @@ then lambda <- lambda - rho (A(X) - b). Subproblems repeat at fixed rho until on
 steps) or the smoothed certificate keeps moving, then rho doubles; a run of hard subproblems grows
 every rank by a factor (the "dynamic rank" of LoRADS). The phase is a generator of ``Progress``
 rows, one per L-BFGS step, so the driver owns the loop (time limits, logging); it ends at the switch to ADMM
-(the primal infeasibility reaches ``lorads.phase1_tol``, or it and the gap reach ``lorads.phase1_tol`` / 1000 or the
-final ``tol``), or when its outer-iteration budget is spent. Free variables split as x+ - x- (:class:`MirrorPairs`)
-lose the common part of their halves at the start and after every subproblem, which the constraints do not see.
+(the primal infeasibility reaches ``lorads.phase1_tol``, or it and the gap reach ``lorads.phase1_tol`` / 1000, or they
+reach the final ``tol`` at a point that solves its subproblem: :meth:`ALMPhase.phase_two_exit`), or when its
+outer-iteration budget is spent. Free variables split as x+ - x- (:class:`MirrorPairs`) lose the common part of their
+halves at the start and after every subproblem, which the constraints do not see.
 
 On a problem with a constraint a tr X = b (``bounds.FixedTrace``: theta's tr X = 1) the phase keeps that constraint
 exact instead: R stays on the sphere ||R||_F^2 = b / a, the gradient and the direction are projected onto its
@@ -239,6 +240,7 @@ class ALMPhase:
         self.lbfgs = LBFGS(self.kernels, settings.lorads.lbfgs_memory)
         self.steps = 0
         self.outcome: PhaseOutcome | None = None  # set when the phase ends (CONVERGED: ready for phase II)
+        self.exit: str | None = None  # the test that ended it CONVERGED (``phase_two_exit``)
         self.growth_skipped = False  # a rank increase was due but the wider factor would not fit in device memory
         self.G = None
         self.CR = None  # C R, kept up to date along the steps
@@ -374,7 +376,8 @@ class ALMPhase:
         if not (progress.finite and math.isfinite(gg + dg) and line_search.finite):
             self.outcome = PhaseOutcome.FAILED
             return progress, True
-        if self.switch_when_feasible and self._ready_for_phase_two(progress):
+        self.exit = self.phase_two_exit(progress) if self.switch_when_feasible else None
+        if self.exit is not None:
             self.outcome = PhaseOutcome.CONVERGED
             return progress, True
         if self.eta <= 0.1 / rho:
@@ -398,20 +401,30 @@ class ALMPhase:
         return progress, False
 
     # ------------------------------------------------------------------ helpers
-    def _ready_for_phase_two(self, progress: Progress) -> bool:
-        """LoRADS's two exits to phase II: ||A(X) - b||_2 / (1 + ||b||_inf) <= phase1_tol, or both the gap and
-        ||A(X) - b||_2 / (1 + ||b||_1) <= phase1_tol / 1000. With the large-MaxCut tuning (phase1_tol 10) the
-        second fires long before the first, whose threshold does not grow with the number of constraints.
-        A third exit: the gap and that primal infeasibility already meet the final ``tol``. The first test asks
-        for a residual whose root mean square shrinks like 1/sqrt(m), so with many constraints (completion) phase I
-        otherwise runs on past the point where only the dual certificate is left to check (decision record
-        "objective-apart-and-phase-one-exits")."""
+    def phase_two_exit(self, progress: Progress) -> str | None:
+        """The first of the exits to phase II that ``progress`` passes, by name, or None. LoRADS's two:
+        "infeasibility", ||A(X) - b||_2 / (1 + ||b||_inf) <= phase1_tol, and "gap and infeasibility", both the gap
+        and ||A(X) - b||_2 / (1 + ||b||_1) <= phase1_tol / 1000; with the large-MaxCut tuning (phase1_tol 10) the
+        second fires long before the first, whose threshold does not grow with the number of constraints. A third,
+        "tol": the gap and that primal infeasibility already meet the final ``tol`` at a point that solves its
+        subproblem (eta <= 0.1 / rho). The first test asks for a residual whose root mean square shrinks like
+        1/sqrt(m), so with many constraints (completion) phase I otherwise runs on past the point where only the
+        dual certificate is left to check (decision record "objective-apart-and-phase-one-exits"). Without the
+        subproblem's test the gap crosses tol by chance, at any penalty: b'lambda jumps at each multiplier update
+        while the point stays, and moves with the point within a subproblem; a hand-over at a penalty that small
+        lets phase II run away (decision record "completion-phase-two"). On the trace sphere, "sphere": the gap and
+        the primal infeasibility within ``exit_tol`` (phase I runs to the end there: module docstring)."""
         tol, final = self.switch_tol, self.settings.tol
         pinf, gap = progress.primal_infeasibility, progress.gap
-        if self.sphere is not None:  # on the sphere phase I runs to the end (module docstring)
-            return gap <= self.exit_tol and pinf <= self.exit_tol
-        return (progress.primal_infeasibility_inf <= tol or (gap <= 1e-3 * tol and pinf <= 1e-3 * tol)
-                or (gap <= final and pinf <= final))
+        if self.sphere is not None:
+            return "sphere" if gap <= self.exit_tol and pinf <= self.exit_tol else None
+        if progress.primal_infeasibility_inf <= tol:
+            return "infeasibility"
+        if gap <= 1e-3 * tol and pinf <= 1e-3 * tol:
+            return "gap and infeasibility"
+        if gap <= final and pinf <= final and self.eta <= 0.1 / self.state.rho:
+            return "tol"
+        return None
 
     def _gradient(self):
         """2 (s C + A*(y)) R with y = -lambda + rho (A(X) - b), from the running C R."""
