@@ -92,12 +92,14 @@ def _feasible_blocks(sizes, n_lp: int, rng, name: str):
 
     traces = [[np.eye(n) if k == j else None for k in range(len(sizes))] for j, n in enumerate(sizes)]
     constraints = [[block(n) for n in sizes] for _ in range(30)] + traces
-    A_lp = np.vstack([rng.standard_normal((30, n_lp)), np.zeros((len(sizes) - 1, n_lp)), np.ones((1, n_lp))])
     start = [np.eye(n) / n for n in sizes]
     b = np.array([sum(np.sum(a * x) for a, x in zip(row, start) if a is not None) for row in constraints])
-    b = b + A_lp @ np.full(n_lp, 1.0 / max(n_lp, 1))
-    lp = {"c_lp": rng.random(n_lp) + 0.5, "A_lp": A_lp} if n_lp else {}
-    return SDPProblem.from_matrices([block(n) + np.eye(n) for n in sizes], constraints, b, name=name, **lp)
+    if not n_lp:
+        return SDPProblem.from_matrices([block(n) + np.eye(n) for n in sizes], constraints, b, name=name)
+    A_lp = np.vstack([rng.standard_normal((30, n_lp)), np.zeros((len(sizes) - 1, n_lp)), np.ones((1, n_lp))])
+    b = b + A_lp @ np.full(n_lp, 1.0 / n_lp)
+    return SDPProblem.from_matrices([block(n) + np.eye(n) for n in sizes], constraints, b,
+                                    c_lp=rng.random(n_lp) + 0.5, A_lp=A_lp, name=name)
 
 
 def main(argv=None) -> int:
@@ -107,7 +109,7 @@ def main(argv=None) -> int:
     parser.add_argument("--only", default="", help="solve only the catalogue's entries whose name contains this")
     args = parser.parse_args(argv)
     cache = Path(tempfile.mkdtemp(prefix="culorads_kernels_"))
-    os.environ["CUPY_CACHE_DIR"] = str(cache)  # before CuPy is imported: its cache starts empty
+    os.environ["CUPY_CACHE_DIR"] = str(cache)  # before CuPy is imported; the first solve seeds it (module docstring)
     os.environ.pop("CUPY_CACHE_IN_MEMORY", None)
     import cupy
 

@@ -41,12 +41,13 @@ _BLOCK = 1 << 16
 _LOCAL = threading.local()  # each thread's scratch arrays (``_scratch``)
 
 
-def _map_rows(function, rows: int, width: int) -> list:
-    """[function(s) for the consecutive row slices s that cover range(rows)], in order, each of about ``_BLOCK``
-    entries (rows of ``width`` entries), on the host's thread pool when there are several. A row kernel written for
+def _map_rows(function, array) -> list:
+    """[function(s) for the consecutive slices s of ``array``'s rows (its first axis) that cover them], in order,
+    each of about ``_BLOCK`` entries, on the host's thread pool when there are several. A row kernel written for
     one block reads each array once while the block is in cache, and its temporaries are ``_scratch`` arrays of the
     block's size, never of the factor's (a fresh factor-sized array costs its page faults on every call)."""
-    return map_chunks(function, rows, chunk=max(1, _BLOCK // max(width, 1)))
+    rows = len(array)
+    return map_chunks(function, rows, chunk=max(1, _BLOCK // max(array.size // max(rows, 1), 1)))
 
 
 def _scratch(slot: str, shape: tuple, dtype=np.float64) -> np.ndarray:
@@ -238,7 +239,7 @@ class CpuKernels(RowSpace):
 
         def block(s):
             out[s] = _combination_rows(vectors, coefficients, s)
-        _map_rows(block, len(out), out.size // max(len(out), 1))
+        _map_rows(block, out)
         return out
 
     @staticmethod
@@ -251,19 +252,18 @@ class CpuKernels(RowSpace):
         point and gradient and becomes (X - it, G - it) in place first, within the Gram pass. D goes to ``out`` where
         given. Writes (<G, G>, <D, G>) to ``products``."""
         vectors = [G] + [v for pair in pairs for v in pair[:2]]
-        n, r = G.shape
 
         def gram(s):
             if update:
                 np.subtract(X[s], vectors[-2][s], out=vectors[-2][s])
                 np.subtract(G[s], vectors[-1][s], out=vectors[-1][s])
             return _gram_matrix([v[s] for v in vectors])
-        coefficients, products[0], products[1] = lbfgs_coefficients(sum(_map_rows(gram, n, r)))
+        coefficients, products[0], products[1] = lbfgs_coefficients(sum(_map_rows(gram, G)))
         D = np.empty_like(G) if out is None else out
 
         def combine(s):
             _tangent_rows(_combination_rows(vectors, coefficients, s), X[s], squares[s], 1.0, D[s])
-        _map_rows(combine, n, r)
+        _map_rows(combine, G)
         return D
 
     @staticmethod
@@ -342,7 +342,7 @@ class CpuKernels(RowSpace):
             term = _scratch("block", y[s].shape, np.result_type(y, b))
             np.multiply(y[s], b, out=term)
             part += term
-        _map_rows(block, len(x), x.size // max(len(x), 1))
+        _map_rows(block, x)
         return x
 
     @staticmethod
@@ -437,7 +437,7 @@ class CpuKernels(RowSpace):
     def sphere_tangent(Z, X, squares, scale, out):
         """out_i = scale (z_i - (z_i . x_i / squares_i) x_i) for every row i (the tangent part of z_i at the row x_i
         of norm sqrt(squares_i)), in float64, rounded to ``out``'s type; ``out`` may be Z."""
-        _map_rows(lambda s: _tangent_rows(Z[s], X[s], squares[s], scale, out[s]), *Z.shape)
+        _map_rows(lambda s: _tangent_rows(Z[s], X[s], squares[s], scale, out[s]), Z)
         return out
 
     @staticmethod
@@ -452,7 +452,7 @@ class CpuKernels(RowSpace):
             kept = _row_dots(R[s], CR[s]) @ (2.0 - _row_dots(R[s], R[s]) / squares[s])
             cross = _row_dots(R_new[s], CR[s]).sum() - _row_dots(R[s], CR_new[s]).sum()
             return np.array([projected, projected - kept + cross, _row_dots(CR_new[s], CR_new[s]).sum()])
-        return sum(_map_rows(block, *R.shape))
+        return sum(_map_rows(block, R))
 
     @staticmethod
     def sphere_product_gradient(matrix, R, squares, scale, gradient, product=None) -> float:
@@ -481,7 +481,7 @@ class CpuKernels(RowSpace):
             if product is not None:
                 product[s] = CR
             return _tangent_rows(CR, R[s], squares[s], scale, gradient[s]).sum()
-        return float(sum(_map_rows(block, n, r)))
+        return float(sum(_map_rows(block, R)))
 
     @staticmethod
     def sphere_retract(X, D, tau, roots, out):
@@ -498,5 +498,5 @@ class CpuKernels(RowSpace):
                 moved[zero, 0] = 1.0
                 norms[zero] = 1.0
             np.multiply(moved, (roots[s] / norms)[:, None], out=out[s])
-        _map_rows(block, *X.shape)
+        _map_rows(block, X)
         return out
