@@ -141,7 +141,7 @@ def _device(*arrays):
 @gpu
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("keep", (False, True))
-@pytest.mark.parametrize("r", (1, 7, 56, 70))
+@pytest.mark.parametrize("r", (1, 7, 56, 70, 300))
 def test_gpu_product_gradient_matches_numpy(dtype, keep, r):
     import cupy
     import cupyx.scipy.sparse

@@ -232,7 +232,7 @@ gpu = pytest.mark.skipif(not gpu_available(), reason="no CuPy/GPU")
 
 
 @gpu
-@pytest.mark.parametrize("r", [1, 3, 8, 17, 32, 33, 64])
+@pytest.mark.parametrize("r", [1, 3, 8, 17, 32, 33, 64, 130])
 def test_the_gpu_single_kernels_match_the_numpy_twins(r):
     import cupy
     import cupyx.scipy.sparse

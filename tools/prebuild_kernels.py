@@ -15,6 +15,10 @@ NVRTC version and the architecture. Kernels a solve needs that the catalogue did
 use, as without the archive. The first solve seeds the folder from the package's current archive, as every
 process's does, so the new archive keeps the entries of the one it replaces: ``--only NAME`` compiles the entries
 whose name contains NAME and adds them (a route added on one GPU keeps the split path's entries built on two).
+Every build also launches the row kernels of the product of spheres at each rank bucket directly
+(:func:`exercise_row_kernels`; ``--only "row kernels"`` builds those alone).
+After a change of the CUDA sources every old entry is stale (an entry's name is the key of its source): ``--fresh``
+builds without the seed, so the archive holds the current entries only (on a machine of two GPUs, for the split path).
 """
 from __future__ import annotations
 
@@ -53,7 +57,7 @@ def catalogue(devices: int):
     yield "G1", maxcut, {}
     yield "G1 alm_admm", maxcut, {"algorithm": "alm_admm"}
     for rank in CATALOGUE_RANKS:
-        yield f"G1 rank {rank}", maxcut, {"rank": rank, "max_iter": 50}
+        yield f"G1 rank {rank}", maxcut, {"rank": rank, "max_iter": 50, "algorithm": "low_rank"}
         yield f"G1 alm_admm rank {rank}", maxcut, {"rank": rank, "max_iter": 50, "algorithm": "alm_admm"}
     for formulation in ("sparse", "low_rank"):
         yield f"theta {formulation}", theta_problem(hamming_graph(6, 2), formulation), {}
@@ -76,6 +80,43 @@ def catalogue(devices: int):
             for halo in ("double", "single"):
                 yield f"split rank {rank} halo {halo}", splittable, {"devices": devices, "rank": rank,
                                                                       "halo_precision": halo, "max_iter": 300}
+
+
+ROW_KERNELS = "row kernels"  # the --only name of exercise_row_kernels
+
+
+def exercise_row_kernels() -> None:
+    """Launch the product of spheres' row kernels (gpu_launch.row_layout) directly, at a rank in each bucket, in both
+    value types, with up to the default number of L-BFGS pairs and the pair's update on and off: the catalogue's solves
+    reach some of these combinations only by chance (a small problem's single-precision runs stall within a few
+    steps, its low-rank phases hand over to the interior-point method), a large problem reaches them all."""
+    import cupy
+    import cupyx.scipy.sparse
+    import numpy as np
+
+    from cvxpy_culorads import Settings
+    from cvxpy_culorads.backends.gpu_kernels import GpuKernels
+
+    n = 64
+    matrix = cupyx.scipy.sparse.identity(n, dtype=np.float64, format="csr")
+    squares = cupy.ones(n)
+    for rank in CATALOGUE_RANKS:
+        print(f"{ROW_KERNELS} at rank {rank}", flush=True)
+        for dtype in (np.float64, np.float32):
+            X = cupy.full((n, rank), 1.0 / np.sqrt(rank), dtype=dtype)
+            G = cupy.empty_like(X)
+            for product in (None, cupy.empty_like(X)):
+                GpuKernels.sphere_product_gradient(matrix, X, squares, 1.0, G, product)
+            GpuKernels.sphere_tangent(G, X, squares, 1.0, G)
+            for out_type in (np.float64, np.float32):
+                GpuKernels.sphere_retract(X, G, 0.1, squares, cupy.empty(X.shape, out_type))
+            if dtype == np.float32:
+                GpuKernels.sphere_decrease(X, X, G, G, squares)
+            for pairs in range(Settings().lorads.lbfgs_memory + 1):
+                for update in (False, True) if pairs else (False,):
+                    pair_list = [(cupy.zeros_like(X), cupy.zeros_like(X)) for _ in range(pairs)]
+                    GpuKernels.lbfgs_sphere_direction(G, pair_list, cupy.empty(2), X, squares, update=update)
+    cupy.cuda.Device().synchronize()
 
 
 def _feasible_blocks(sizes, n_lp: int, rng, name: str):
@@ -107,6 +148,7 @@ def main(argv=None) -> int:
     parser.add_argument("--out", type=Path, default=PREBUILT, help="folder of the archive (default: package data)")
     parser.add_argument("--time-limit", type=float, default=60.0, help="seconds per solve of the catalogue")
     parser.add_argument("--only", default="", help="solve only the catalogue's entries whose name contains this")
+    parser.add_argument("--fresh", action="store_true", help="do not seed the build from the package's archive")
     args = parser.parse_args(argv)
     cache = Path(tempfile.mkdtemp(prefix="culorads_kernels_"))
     os.environ["CUPY_CACHE_DIR"] = str(cache)  # before CuPy is imported; the first solve seeds it (module docstring)
@@ -114,7 +156,11 @@ def main(argv=None) -> int:
     import cupy
 
     import cvxpy_culorads
+    from cvxpy_culorads.backends import kernel_cache
     from cvxpy_culorads.backends.kernel_cache import archive_name
+
+    if args.fresh:  # the first solve then finds no archive to seed the cache from
+        kernel_cache.PREBUILT_FOLDER = "no-seed"
 
     for name, problem, options in catalogue(cupy.cuda.runtime.getDeviceCount()):
         if args.only not in name:
@@ -125,6 +171,9 @@ def main(argv=None) -> int:
                                           **options)
             print(f"{name:<28} {precision:<7} {result.status.name:<15} {time.perf_counter() - start:7.2f} s "
                   f"{len(list(cache.glob('*.cubin'))):5d} entries", flush=True)
+    if args.only in ROW_KERNELS:
+        exercise_row_kernels()
+        print(f"{ROW_KERNELS:<36} {len(list(cache.glob('*.cubin'))):5d} entries", flush=True)
     arch = f"sm_{cupy.cuda.Device().compute_capability}"
     args.out.mkdir(parents=True, exist_ok=True)
     archive = args.out / archive_name(cupy.__version__, cupy.cuda.nvrtc.getVersion(), arch)

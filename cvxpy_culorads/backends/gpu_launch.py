@@ -1,7 +1,8 @@
 """Compilation and launch geometry of the GPU kernels: :func:`kernel` compiles a kernel (a template instantiation,
 named by its C++ name expression) from :func:`~cvxpy_culorads.backends.gpu_sources.kernel_source` with NVRTC on
-first use and keeps it for the process, per device (CuPy also caches the binaries on disk); :func:`lanes_for_rank`
-and :func:`grid` size the launches of the kernels that give a pattern entry or a row a group of lanes."""
+first use and keeps it for the process, per device (CuPy also caches the binaries on disk); :func:`lanes_for_rank`,
+:func:`row_layout` and :func:`grid` size the launches of the kernels that give a pattern entry or a row a group of
+lanes."""
 from __future__ import annotations
 
 import functools
@@ -10,7 +11,7 @@ import cupy
 
 from cvxpy_culorads.backends.gpu_sources import kernel_source
 
-__all__ = ["BLOCK", "kernel", "lanes_for_rank", "grid", "multiprocessors"]
+__all__ = ["BLOCK", "kernel", "lanes_for_rank", "row_layout", "grid", "multiprocessors"]
 
 BLOCK = 256  # threads per block; a multiple of 32 so that no lane group straddles two warps
 
@@ -38,6 +39,20 @@ def lanes_for_rank(r: int) -> int:
     while t < min(max(int(r), 1), 32):
         t *= 2
     return t
+
+
+def row_layout(r: int, itemsize: int) -> tuple[int, int]:
+    """(T, C) of the row kernels of the product of spheres: T lanes per row, each holding C columns in registers,
+    T C >= r. T is :func:`lanes_for_rank`, halved for 4-byte values (a float32 row takes half the loads of a float64
+    one: two rows per warp keep as many bytes in flight); C is the smallest power of two that covers the row, so that
+    few template instances serve all ranks (decision record "row-kernels-in-registers")."""
+    lanes = lanes_for_rank(r)
+    if itemsize == 4 and lanes > 1:
+        lanes //= 2
+    columns = 1
+    while lanes * columns < r:
+        columns *= 2
+    return lanes, columns
 
 
 def grid(groups: int, lanes: int) -> tuple[int]:

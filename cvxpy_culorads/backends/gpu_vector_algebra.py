@@ -9,7 +9,7 @@ from __future__ import annotations
 import cupy
 import numpy as np
 
-from cvxpy_culorads.backends.gpu_launch import BLOCK, grid, kernel, lanes_for_rank, multiprocessors
+from cvxpy_culorads.backends.gpu_launch import BLOCK, grid, kernel, multiprocessors, row_layout
 
 # Elementwise updates spell out the unfused rounding (__dmul_rn / __dadd_rn: no contraction into an FMA), so they
 # give bit for bit what the separate array operations of CpuKernels give.
@@ -149,9 +149,9 @@ def lbfgs_sphere_direction(G, pairs, products, X, squares, update=False, out=Non
         raise ValueError("lbfgs_sphere_direction: squares must be a float64 vector of the rows; update needs a pair")
     coef = cupy.empty(count)
     _lbfgs_gram_pass(vectors, True, coef, products, X if update else None)
-    lanes = lanes_for_rank(r)
-    kernel(f"lbfgs_tangent_combine_kernel<{count}, {lanes}, {ftype}>")(grid(n, lanes), (BLOCK,), _vector_args(
-        vectors) + (X, squares, coef, out, np.int64(n), np.int32(r)))
+    lanes, columns = row_layout(r, G.itemsize)
+    kernel(f"lbfgs_tangent_combine_kernel<{count}, {lanes}, {columns}, {ftype}>")(grid(n, lanes), (BLOCK,), (
+        *_vector_args(vectors), X, squares, coef, out, np.int64(n), np.int32(r)))
     return out
 
 
@@ -302,8 +302,8 @@ def row_dots(U, V):
 def sphere_tangent(Z, X, squares, scale, out):
     """:meth:`GpuKernels.sphere_tangent`."""
     n, r, ftype = _row_arrays(Z, X, out)
-    lanes = lanes_for_rank(r)
-    kernel(f"sphere_tangent_kernel<{lanes}, {ftype}>")(grid(n, lanes), (BLOCK,), (
+    lanes, columns = row_layout(r, X.itemsize)
+    kernel(f"sphere_tangent_kernel<{lanes}, {columns}, {ftype}>")(grid(n, lanes), (BLOCK,), (
         Z, X, squares, np.float64(scale), out, np.int64(n), np.int32(r)))
     return out
 
@@ -314,8 +314,8 @@ def sphere_retract(X, D, tau, roots, out):
     _, _, gtype = _row_arrays(out)
     if out.shape != X.shape:
         raise ValueError(f"sphere_retract: out has shape {out.shape}, the factor {X.shape}")
-    lanes = lanes_for_rank(r)
-    kernel(f"sphere_retract_kernel<{lanes}, {ftype}, {gtype}>")(grid(n, lanes), (BLOCK,), (
+    lanes, columns = row_layout(r, X.itemsize)
+    kernel(f"sphere_retract_kernel<{lanes}, {columns}, {ftype}, {gtype}>")(grid(n, lanes), (BLOCK,), (
         X, D, np.float64(tau), roots, out, np.int64(n), np.int32(r)))
     return out
 
@@ -326,9 +326,9 @@ def sphere_decrease(R_new, R, CR_new, CR, squares):
     if squares.dtype != np.float64 or squares.shape != (n,):
         raise ValueError("sphere_decrease: squares must be a float64 vector of the factor's rows")
     out = cupy.empty(3)
-    lanes = lanes_for_rank(r)
+    lanes, columns = row_layout(r, R.itemsize)
     blocks = _reduce_grid(n * lanes)
-    kernel(f"sphere_decrease_kernel<{lanes}, {ftype}>")((blocks,), (REDUCE_THREADS,), (
+    kernel(f"sphere_decrease_kernel<{lanes}, {columns}, {ftype}>")((blocks,), (REDUCE_THREADS,), (
         R_new, R, CR_new, CR, squares, np.int64(n), np.int32(r), cupy.empty(blocks * 3), _ticket(), out))
     return out
 
@@ -342,12 +342,12 @@ def sphere_product(indptr, indices, ctype: str, data, R, squares, scale, gradien
     n, r, ftype = _row_arrays(R, gradient, *(() if product is None else (product,)))
     if squares.dtype != np.float64 or squares.shape != (n,) or indptr.size != n + 1:
         raise ValueError("sphere_product_gradient: the matrix's rows and squares must match the factor's rows")
-    lanes = lanes_for_rank(r)
+    lanes, columns = row_layout(r, R.itemsize)
     cap = PRODUCT_BLOCKS_PER_SM * multiprocessors(cupy.cuda.Device().id)
     blocks = max(1, min(-(-n * lanes // REDUCE_THREADS), cap))
     objective = cupy.empty(1)
     keep = product is not None
-    kernel(f"sphere_product_kernel<{ctype}, {lanes}, {ftype}, {'true' if keep else 'false'}>")(
+    kernel(f"sphere_product_kernel<{ctype}, {lanes}, {columns}, {ftype}, {'true' if keep else 'false'}>")(
         (blocks,), (REDUCE_THREADS,), (indptr, indices, data, R, squares, np.float64(scale), gradient,
                                        product if keep else gradient, np.int64(n), np.int32(r), cupy.empty(blocks),
                                        _ticket(), objective))

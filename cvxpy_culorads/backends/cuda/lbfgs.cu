@@ -133,10 +133,10 @@ __global__ void lbfgs_combine_kernel(const F* v0, const F* v1, const F* v2, cons
 }
 
 // out_i = P_{x_i}(sum_j coef_j v_j[i]): the combination of lbfgs_combine_kernel projected onto the tangent space at
-// the rows x_i of X (squared norms squares_i), as sphere_tangent_kernel projects: one group of T lanes per row, lanes
-// over the rank; the combination is taken in double (twice: before and after the row's sum, from the same loads,
-// which the first pass left in cache) and rounded once to F
-template<int K, int T, typename F>
+// the rows x_i of X (squared norms squares_i), as sphere_tangent_kernel projects: one group of T lanes per row, C
+// columns per lane held in registers (sphere.cu's row layout); the combination is taken in double and rounded once
+// to F
+template<int K, int T, int C, typename F>
 __global__ void lbfgs_tangent_combine_kernel(const F* v0, const F* v1, const F* v2, const F* v3,
                                              const F* v4, const F* v5, const F* v6, const F* v7,
                                              const F* v8, const F* __restrict__ X,
@@ -151,9 +151,16 @@ __global__ void lbfgs_tangent_combine_kernel(const F* v0, const F* v1, const F* 
 #pragma unroll
     for (int j = 0; j < K; ++j) c[j] = coef[j];
     const long long base = i * r;
-    double dot = 0.0;
-    for (int j = lane; j < r; j += T) dot = fma(lbfgs_combination<K, F>(v, c, base + j), (double)X[base + j], dot);
+    double y[C], x[C], dot = 0.0;
+#pragma unroll
+    for (int k = 0; k < C; ++k)
+        if (lane + k * T < r) {
+            y[k] = lbfgs_combination<K, F>(v, c, base + lane + k * T);
+            x[k] = (double)X[base + lane + k * T];
+            dot = fma(y[k], x[k], dot);
+        }
     const double along = group_sum<T>(dot, mask) / squares[i];
-    for (int j = lane; j < r; j += T)
-        out[base + j] = (F)fma(-along, (double)X[base + j], lbfgs_combination<K, F>(v, c, base + j));
+#pragma unroll
+    for (int k = 0; k < C; ++k)
+        if (lane + k * T < r) out[base + lane + k * T] = (F)fma(-along, x[k], y[k]);
 }
