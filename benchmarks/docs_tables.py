@@ -144,6 +144,7 @@ PAGES = {
         [Table("targets/h200", "GPU rows, one H200", TARGET_COLUMNS,
                pending="python3 benchmarks/run.py --suite targets --device gpu"),
          Table("targets/h200-followup", "GPU rows rerun after later changes, one H200", TARGET_COLUMNS),
+         Table("targets/h200-row-kernels", "GPU rows with the row kernels in registers, one H200", TARGET_COLUMNS),
          Table("targets/cpu-2core", "CPU rows, 2 cores, two runs", ["run"] + TARGET_COLUMNS)],
         records=[("settings-profiles.md", "the accurate and paper profiles"),
                  ("mixed-precision.md", "the precision setting"),
