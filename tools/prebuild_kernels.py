@@ -12,13 +12,13 @@ by the low-rank phases and by the interior-point method on the device, one of eq
 interior-point method (its stacks), each in every precision; on a machine of several GPUs the split path at every
 rank bucket and halo precision too) and stores the cache's entries in one archive named for the CuPy version, the
 NVRTC version and the architecture. Kernels a solve needs that the catalogue did not compile are compiled on first
-use, as without the archive. The first solve seeds the folder from the package's current archive, as every
-process's does, so the new archive keeps the entries of the one it replaces: ``--only NAME`` compiles the entries
-whose name contains NAME and adds them (a route added on one GPU keeps the split path's entries built on two).
+use, as without the archive. The build first seeds its folder from the package's current archive, as every process's
+first GPU backend does, so the new archive keeps the entries of the one it replaces: ``--only NAME`` compiles the
+entries whose name contains NAME and adds them (a route added on one GPU keeps the split path's entries built on two).
 Every build also launches the row kernels of the product of spheres at each rank bucket directly
-(:func:`exercise_row_kernels`; ``--only "row kernels"`` builds those alone).
-After a change of the CUDA sources every old entry is stale (an entry's name is the key of its source): ``--fresh``
-builds without the seed, so the archive holds the current entries only (on a machine of two GPUs, for the split path).
+(:func:`exercise_row_kernels`; ``--only "row kernels"`` builds those alone). After a change of the CUDA sources every
+old entry is stale (an entry's name is the key of its source): ``--fresh`` builds without the seed, so the archive
+holds the current entries only (on a machine of two GPUs, for the split path).
 """
 from __future__ import annotations
 
@@ -151,16 +151,18 @@ def main(argv=None) -> int:
     parser.add_argument("--fresh", action="store_true", help="do not seed the build from the package's archive")
     args = parser.parse_args(argv)
     cache = Path(tempfile.mkdtemp(prefix="culorads_kernels_"))
-    os.environ["CUPY_CACHE_DIR"] = str(cache)  # before CuPy is imported; the first solve seeds it (module docstring)
+    os.environ["CUPY_CACHE_DIR"] = str(cache)  # before CuPy is imported; seeded below (module docstring)
     os.environ.pop("CUPY_CACHE_IN_MEMORY", None)
     import cupy
 
     import cvxpy_culorads
     from cvxpy_culorads.backends import kernel_cache
+    from cvxpy_culorads.backends.backend import select_backend
     from cvxpy_culorads.backends.kernel_cache import archive_name
 
-    if args.fresh:  # the first solve then finds no archive to seed the cache from
+    if args.fresh:  # the seed then finds no archive to copy from
         kernel_cache.PREBUILT_FOLDER = "no-seed"
+    select_backend("gpu")  # seeds the cache now: a build of the row kernels alone makes no backend that would
 
     for name, problem, options in catalogue(cupy.cuda.runtime.getDeviceCount()):
         if args.only not in name:
