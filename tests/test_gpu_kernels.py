@@ -538,16 +538,6 @@ def test_row_dots_match_the_numpy_rows(n, r):
         assert out.shape == (n,) and np.allclose(out, ref, rtol=1e-13, atol=1e-12 * max(r, 1))
 
 
-def test_row_layout_covers_each_row_with_few_instances():
-    from cvxpy_culorads.backends.gpu_launch import row_layout
-    for r in range(1, 600):
-        for itemsize in (8, 4):
-            lanes, columns = row_layout(r, itemsize)
-            assert lanes * columns >= r and lanes <= 32 and 32 % lanes == 0
-            assert columns & (columns - 1) == 0 and (columns == 1 or lanes * columns // 2 < r)  # no wasted power
-        assert row_layout(r, 4)[0] == max(1, row_layout(r, 8)[0] // 2)
-
-
 @pytest.mark.parametrize("r", [1, 3, 8, 33, 70, 130, 300])
 def test_sphere_row_kernels_match_the_numpy_rows(r):
     rng = np.random.default_rng(r)

@@ -2,12 +2,12 @@
 named by its C++ name expression) from :func:`~cvxpy_culorads.backends.gpu_sources.kernel_source` with NVRTC on
 first use and keeps it for the process, per device (CuPy also caches the binaries on disk); :func:`lanes_for_rank`,
 :func:`row_layout` and :func:`grid` size the launches of the kernels that give a pattern entry or a row a group of
-lanes."""
+lanes. The geometry is plain arithmetic; CuPy is imported where a kernel is compiled or the device queried, so that
+the geometry can be checked where CuPy is not installed.
+"""
 from __future__ import annotations
 
 import functools
-
-import cupy
 
 from cvxpy_culorads.backends.gpu_sources import kernel_source
 
@@ -22,6 +22,8 @@ _FUNCS: dict = {}  # (device id, name expression) -> cupy.RawKernel
 def kernel(name: str):
     """The kernel of C++ name expression ``name`` (``"sym_sample_kernel<int, int, 32, 8, true>"``) on the current
     device, compiled on first use."""
+    import cupy
+
     key = (cupy.cuda.Device().id, name)
     fn = _FUNCS.get(key)
     if fn is None:
@@ -63,4 +65,6 @@ def grid(groups: int, lanes: int) -> tuple[int]:
 @functools.cache
 def multiprocessors(device_id: int) -> int:
     """The device's streaming multiprocessors (the grid caps of the grid-stride kernels are per multiprocessor)."""
+    import cupy
+
     return cupy.cuda.runtime.getDeviceProperties(device_id)["multiProcessorCount"]
