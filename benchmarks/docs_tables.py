@@ -145,6 +145,10 @@ PAGES = {
                pending="python3 benchmarks/run.py --suite targets --device gpu"),
          Table("targets/h200-followup", "GPU rows rerun after later changes, one H200", TARGET_COLUMNS),
          Table("targets/h200-row-kernels", "GPU rows with the row kernels in registers, one H200", TARGET_COLUMNS),
+         Table("targets/h200-complete-archive", "GPU rows with every row kernel prebuilt (no compilation inside a "
+               "timed solve), one H200", TARGET_COLUMNS),
+         Table("targets/h200-h100-memory", "The large targets on one H200 holding an 80 GB H100's free memory",
+               TARGET_COLUMNS),
          Table("targets/cpu-2core", "CPU rows, 2 cores, two runs", ["run"] + TARGET_COLUMNS),
          Table("targets/cpu-2core-followup", "CPU rows after the CPU step's changes, 2 cores", TARGET_COLUMNS)],
         records=[("settings-profiles.md", "the accurate and paper profiles"),

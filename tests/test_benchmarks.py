@@ -299,3 +299,10 @@ def test_decision_records_index_lists_every_record():
     assert len(records) >= 40
     assert [name for name in records if f"]({name})" not in index] == []
     assert not (BENCHMARKS / "NOTES.md").exists()  # the notes live in the records
+
+
+def test_a_seed_spread_variant_reads_its_name_and_literal_options():
+    parse_variant = _load("seed_spread", STUDIES).parse_variant
+    assert parse_variant("m1:lbfgs_memory=1,precision=mixed,tol=1e-6") == (
+        "m1", {"lbfgs_memory": 1, "precision": "mixed", "tol": 1e-6})
+    assert parse_variant("plain") == ("plain", {})
