@@ -21,7 +21,7 @@ def test_row_layout_covers_each_row_with_few_instances():
             assert lanes * columns >= r and lanes <= 32 and 32 % lanes == 0
             assert columns & (columns - 1) == 0 and (columns == 1 or lanes * columns // 2 < r)  # no wasted power
         assert row_layout(r, 4)[0] == max(1, row_layout(r, 8)[0] // 2)
-    # ranks up to 64 share two column counts per dtype: few template instances serve the common ranks
+    # in double, ranks up to 64 share two column counts: few template instances serve the common ranks
     assert {row_layout(r, 8)[1] for r in range(1, 65)} == {1, 2}
 
 

@@ -25,7 +25,8 @@ def main(argv=None) -> None:
 
     _, total = cupy.cuda.runtime.memGetInfo()
     held = max(total - int(args.gib * 2**30), 0)
-    ballast = cupy.cuda.runtime.malloc(held) if held else None  # noqa: F841 (held until the script ends)
+    if held:
+        cupy.cuda.runtime.malloc(held)  # a raw allocation, never freed: held until the process ends
     print(f"{held / 2**30:.1f} GiB held; {cupy.cuda.runtime.memGetInfo()[0] / 2**30:.1f} GiB free", flush=True)
     sys.argv = [args.script, *rest]
     runpy.run_path(args.script, run_name="__main__")
